@@ -1,0 +1,446 @@
+"""Run configuration: typed dataclasses, TOML I/O, validation and the stable run id."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import tomllib
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from benchmark.errors import ConfigError
+
+
+@dataclass
+class DataConfig:
+    """Which dataset to train on and how to batch it."""
+
+    name: str = "digits"
+    root: str = "data"
+    download: bool = False
+    check_integrity: bool = True
+    batch_size: int = 64
+    eval_batch_size: int = 1024
+    val_fraction: float = 0.1
+    split_seed: int = 0
+    workers: int = 4
+
+
+@dataclass
+class ModelConfig:
+    """Which architecture to build."""
+
+    name: str = "cnn_small"
+
+
+@dataclass
+class OptimConfig:
+    """SGD hyperparameters and loss options."""
+
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 5e-4
+    label_smoothing: float = 0.0
+    grad_clip: float = 0.0
+    bf16: bool = False
+
+
+@dataclass
+class ScheduleConfig:
+    """The original (dense training) learning-rate schedule."""
+
+    name: str = "linear"
+    lr: float = 0.1
+    milestones: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    warmup_epochs: float = 0.0
+
+
+@dataclass
+class BudgetConfig:
+    """Epoch budget: total epochs T, BIMP's initial epochs T0 and prune-retrain cycles J."""
+
+    epochs: int = 10
+    initial_epochs: int = 0
+    cycles: int = 1
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation options."""
+
+    val_every: int = 1
+
+
+@dataclass
+class LoggingConfig:
+    """Progress and optional Weights & Biases logging (never required)."""
+
+    progress: bool = True
+    wandb: bool = False
+    wandb_project: str = "prunebench"
+    wandb_mode: str = "offline"
+
+
+@dataclass
+class OutputConfig:
+    """Where results and checkpoints go."""
+
+    dir: str = "results/runs"
+
+
+@dataclass
+class RuntimeConfig:
+    """Where and how the run executes; never part of the run id."""
+
+    device: str = "auto"
+    threads: int = 0
+
+
+@dataclass
+class MethodConfig:
+    """The pruning method, its goal sparsity and its typed hyperparameters."""
+
+    name: str = "dense"
+    sparsity: float = 0.9
+    exclude: list[str] = field(default_factory=list)
+    params: Any = None
+
+
+@dataclass
+class FinetuneConfig:
+    """Optional post-training retraining with FT (the paper uses 30 epochs); 0 disables it."""
+
+    epochs: int = 0
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines one run; its identity (run id) excludes logging/output/runtime."""
+
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    method: MethodConfig = field(default_factory=MethodConfig)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+
+    @property
+    def run_id(self) -> str:
+        """The stable identity of this run (see :func:`run_id`)."""
+        return run_id(self)
+
+
+SECTIONS: dict[str, type] = {
+    f.name: typing.get_type_hints(RunConfig)[f.name] for f in fields(RunConfig) if f.name != "seed"
+}
+# Sections that change where or how a run executes, never what it computes.
+NON_IDENTITY_SECTIONS = frozenset({"logging", "output", "runtime"})
+METHOD_COMMON_KEYS = ("name", "sparsity", "exclude")
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def coerce(path: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against the annotation ``tp`` (int accepted for float); return it."""
+    origin = typing.get_origin(tp)
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list | tuple):
+            raise ConfigError(path, value, _type_name(tp))
+        return [coerce(f"{path}[{i}]", v, item_tp) for i, v in enumerate(value)]
+    if origin is typing.Literal:
+        if value not in typing.get_args(tp):
+            raise ConfigError(path, value, typing.get_args(tp))
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return coerce(path, value, inner[0])
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(path, value, "true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(path, value, "an integer")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(path, value, "a number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(path, value, "a string")
+        return value
+    return value
+
+
+def dataclass_from_dict(cls: type, data: dict[str, Any], path: str) -> Any:
+    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types."""
+    if not isinstance(data, dict):
+        raise ConfigError(path, data, f"a table with keys {sorted(_field_names(cls))}")
+    hints = typing.get_type_hints(cls)
+    known = _field_names(cls)
+    kwargs = {}
+    for key, value in data.items():
+        if key not in known:
+            raise ConfigError(f"{path}.{key}", value, f"a known key: {', '.join(sorted(known))}")
+        kwargs[key] = coerce(f"{path}.{key}", value, hints[key])
+    return cls(**kwargs)
+
+
+def _field_names(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+def method_params_class(method_name: str) -> type:
+    """The hyperparameter dataclass declared by the registered method ``method_name``."""
+    from methods import get_method
+
+    return get_method(method_name).Params
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """Parse a nested dict (as read from TOML) into a RunConfig; raises ConfigError."""
+    data = copy.deepcopy(data)
+    allowed = ["seed", *SECTIONS]
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(key, data[key], f"a known section: {', '.join(allowed)}")
+    kwargs: dict[str, Any] = {}
+    if "seed" in data:
+        kwargs["seed"] = coerce("seed", data["seed"], int)
+    for name, cls in SECTIONS.items():
+        if name == "method":
+            kwargs[name] = _method_from_dict(data.get(name, {}))
+        elif name in data:
+            kwargs[name] = dataclass_from_dict(cls, data[name], name)
+    return RunConfig(**kwargs)
+
+
+def _method_from_dict(data: dict[str, Any]) -> MethodConfig:
+    if not isinstance(data, dict):
+        raise ConfigError("method", data, "a table with at least a name")
+    name = coerce("method.name", data.get("name", MethodConfig.name), str)
+    params_cls = method_params_class(name)
+    common = {k: data[k] for k in METHOD_COMMON_KEYS if k in data}
+    rest = {k: v for k, v in data.items() if k not in METHOD_COMMON_KEYS}
+    known = set(METHOD_COMMON_KEYS) | set(_field_names(params_cls))
+    for key, value in rest.items():
+        if key not in known:
+            allowed = ", ".join(sorted(known))
+            raise ConfigError(f"method.{key}", value, f"a key of method {name!r}: {allowed}")
+    base = dataclass_from_dict(MethodConfig, common, "method")
+    base.params = dataclass_from_dict(params_cls, rest, "method")
+    return base
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse one ``section.key=value`` override; the value is read as TOML, else as a string."""
+    if "=" not in text:
+        raise ConfigError("--set", text, "section.key=value, e.g. method.sparsity=0.95")
+    key, raw = text.split("=", 1)
+    path = [p for p in key.strip().split(".") if p]
+    if not path:
+        raise ConfigError("--set", text, "section.key=value, e.g. method.sparsity=0.95")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return path, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with every ``section.key=value`` override applied."""
+    data = copy.deepcopy(data)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(".".join(path), value, f"{part} is not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Read a TOML file (default: BIMP on digits), apply overrides, parse and validate."""
+    data: dict[str, Any] = {}
+    if path is None:
+        path = DEFAULT_CONFIG
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError("config", str(path), "an existing TOML file")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError("config", str(path), f"valid TOML ({err})") from None
+    data = apply_overrides(data, overrides or [])
+    cfg = config_from_dict(data)
+    validate(cfg)
+    return cfg
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
+    """Raise a ConfigError for ``field_name`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(field_name, value, allowed)
+
+
+def validate(cfg: RunConfig) -> None:
+    """Check every value and cross-field rule before any compute; raises ConfigError."""
+    from benchmark.data import DATASETS, validate_data_config
+    from benchmark.models import MODELS
+    from benchmark.schedules import validate_schedule
+    from methods import get_method
+
+    check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
+    DATASETS.get(cfg.data.name, "data.name")
+    validate_data_config(cfg.data)
+    MODELS.get(cfg.model.name, "model.name")
+    o = cfg.optim
+    check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
+    check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")
+    check(0 <= o.label_smoothing < 1, "optim.label_smoothing", o.label_smoothing, "[0, 1)")
+    check(o.grad_clip >= 0, "optim.grad_clip", o.grad_clip, "a number >= 0 (0 disables clipping)")
+    check(cfg.schedule.lr > 0, "schedule.lr", cfg.schedule.lr, "a number > 0")
+    b = cfg.budget
+    check(b.epochs > 0, "budget.epochs", b.epochs, "an integer > 0")
+    check(b.cycles >= 1, "budget.cycles", b.cycles, "an integer >= 1")
+    check(b.initial_epochs >= 0, "budget.initial_epochs", b.initial_epochs, "an integer >= 0")
+    validate_schedule(cfg.schedule, b.epochs)
+    m = cfg.method
+    check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
+    check(cfg.finetune.epochs >= 0, "finetune.epochs", cfg.finetune.epochs, "an integer >= 0")
+    check(cfg.eval.val_every >= 1, "eval.val_every", cfg.eval.val_every, "an integer >= 1")
+    modes = ("offline", "online", "disabled")
+    check(
+        cfg.logging.wandb_mode in modes,
+        "logging.wandb_mode",
+        cfg.logging.wandb_mode,
+        "one of " + ", ".join(modes),
+    )
+    dev = cfg.runtime.device
+    check(
+        dev in ("auto", "cpu", "cuda", "mps") or dev.startswith("cuda:"),
+        "runtime.device",
+        dev,
+        "one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'",
+    )
+    check(cfg.runtime.threads >= 0, "runtime.threads", cfg.runtime.threads, "an integer >= 0")
+    get_method(m.name).validate(cfg)
+
+
+# --------------------------------------------------------------------------- serialising
+
+
+def config_to_dict(cfg: RunConfig) -> dict[str, Any]:
+    """The full config as a nested dict, method hyperparameters flattened into [method]."""
+    out: dict[str, Any] = {"seed": cfg.seed}
+    for name in SECTIONS:
+        section = getattr(cfg, name)
+        if name == "method":
+            out[name] = _method_to_dict(section)
+        else:
+            out[name] = asdict(section)
+    return out
+
+
+def _method_to_dict(method: MethodConfig) -> dict[str, Any]:
+    out = {k: getattr(method, k) for k in METHOD_COMMON_KEYS}
+    if method.params is not None:
+        out.update(asdict(method.params))
+    return out
+
+
+def config_to_toml(cfg: RunConfig) -> str:
+    """The full config as TOML text that :func:`load_config` reads back unchanged."""
+    return tomli_w.dumps(_drop_none(config_to_dict(cfg)))
+
+
+def _drop_none(data: Any) -> Any:
+    # TOML has no null; an unset optional field is simply left out.
+    if isinstance(data, dict):
+        return {k: _drop_none(v) for k, v in data.items() if v is not None}
+    return data
+
+
+def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
+    """The identity of a run: its config without non-identity sections and default values."""
+    from methods import get_method
+
+    out: dict[str, Any] = {}
+    if cfg.seed != RunConfig.seed:
+        out["seed"] = cfg.seed
+    for name, cls in SECTIONS.items():
+        if name in NON_IDENTITY_SECTIONS:
+            continue
+        section = getattr(cfg, name)
+        if name == "budget":
+            # Budget fields a method does not use (e.g. T0 for GMP) are not part of its identity.
+            used = get_method(cfg.method.name).budget_fields
+            full = {k: v for k, v in asdict(section).items() if k in used}
+            defaults = asdict(cls())
+        elif name == "method":
+            full = _method_to_dict(section)
+            defaults = _method_to_dict(
+                MethodConfig(name=section.name, params=method_params_class(section.name)())
+            )
+            defaults["name"] = None  # the method name is always part of the identity
+        else:
+            full, defaults = asdict(section), asdict(cls())
+        diff = {k: v for k, v in full.items() if defaults.get(k, _MISSING) != v}
+        if diff:
+            out[name] = diff
+    return out
+
+
+_MISSING = object()
+
+
+def run_id(cfg: RunConfig) -> str:
+    """A stable id: method name plus a hash of the canonical config (defaults left out)."""
+    text = json.dumps(canonical_dict(cfg), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{cfg.method.name}-{digest}"
+
+
+def replace_section(cfg: RunConfig, **sections: Any) -> RunConfig:
+    """A copy of ``cfg`` with whole sections (or ``seed``) replaced."""
+    return dataclasses.replace(copy.deepcopy(cfg), **sections)

@@ -1,0 +1,217 @@
+"""Configuration: TOML round trip, overrides, validation before compute, stable run ids."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.cli import main
+from benchmark.config import (
+    RunConfig,
+    canonical_dict,
+    config_from_dict,
+    config_to_toml,
+    load_config,
+    run_id,
+)
+from benchmark.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_bimp_on_digits() -> None:
+    cfg = load_config()
+    assert cfg.data.name == "digits"
+    assert cfg.method.name == "bimp"
+    assert cfg.method.params.schedule == "ALLR"
+    assert cfg.budget.initial_epochs > 0
+
+
+def test_toml_file_and_overrides(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+seed = 3
+[optim]
+weight_decay = 1e-4
+nesterov = true
+[method]
+name = "imp"
+sparsity = 0.95
+schedule = "LLR"
+[budget]
+epochs = 6
+cycles = 3
+""",
+    )
+    cfg = load_config(path, ["method.sparsity=0.98", "schedule.lr=0.05", "method.criterion=lamp"])
+    assert cfg.seed == 3
+    assert cfg.optim.nesterov is True and cfg.optim.weight_decay == 1e-4
+    assert cfg.method.sparsity == 0.98 and cfg.method.params.schedule == "LLR"
+    assert cfg.method.params.criterion == "lamp"  # bare strings need no quotes
+    assert cfg.schedule.lr == 0.05 and cfg.budget.cycles == 3
+
+
+def test_toml_round_trip_preserves_config_and_id(tmp_path: Path) -> None:
+    cfg = load_config(
+        None,
+        [
+            "method.name=imp",
+            "budget.epochs=4",
+            "method.retrain_epochs=[1, 3]",
+            "budget.cycles=2",
+            "schedule.name=stepped",
+            "schedule.milestones=[2.0]",
+            "schedule.values=[0.01]",
+        ],
+    )
+    text = config_to_toml(cfg)
+    again = load_config(write(tmp_path, text))
+    assert again == cfg
+    assert again.run_id == cfg.run_id
+
+
+def test_int_is_accepted_for_float() -> None:
+    cfg = config_from_dict({"schedule": {"lr": 1}})
+    assert isinstance(cfg.schedule.lr, float)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "fragment"),
+    [
+        (["method.sparsity=1.0"], "method.sparsity", "[0, 1)"),
+        (["method.sparsity=-0.1"], "method.sparsity", "[0, 1)"),
+        (["budget.epochs=0"], "budget.epochs", "> 0"),
+        (
+            ["budget.initial_epochs=10", "budget.epochs=10"],
+            "budget.initial_epochs",
+            "[1, budget.epochs)",
+        ),
+        (["budget.initial_epochs=0"], "budget.initial_epochs", "[1, budget.epochs)"),
+        (["budget.cycles=9"], "budget.cycles", "at most the retraining epochs"),
+        (["data.name=mnist"], "data.name", "'cifar10'"),
+        (["model.name=resnet7"], "model.name", "'resnet56'"),
+        (["method.name=magic"], "method.name", "'bimp'"),
+        (["method.schedule=XYZ"], "method.schedule", "'ALLR'"),
+        (["method.criterion=best"], "method.criterion", "'global'"),
+        (["method.warmup_fraction=0.5"], "method.warmup_fraction", "0 or 0.1"),
+        (["optim.momentum=1.5"], "optim.momentum", "[0, 1)"),
+        (["optim.nesterov=1"], "optim.nesterov", "true or false"),
+        (["budget.epochs=ten"], "budget.epochs", "an integer"),
+        (["data.colour=1"], "data.colour", "batch_size"),
+        (["method.sparsity_goal=0.9"], "method.sparsity_goal", "criterion"),
+        (["oops.key=1"], "oops", "a known section"),
+        (["runtime.device=tpu"], "runtime.device", "'cuda'"),
+        (["budget.initial_epochs=-1"], "budget.initial_epochs", ">= 0"),
+        (["method.retrain_epochs=[1, 1, 1]"], "method.retrain_epochs", "budget.cycles"),
+    ],
+)
+def test_invalid_values_name_field_and_allowed(
+    overrides: list[str], field: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    assert info.value.field == field
+    assert fragment in str(info.value)
+
+
+def test_cli_rejects_bad_config_with_status_2_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "store"
+    code = main(["run", "--set", f"output.dir='{store}'", "--set", "method.sparsity=1.5"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "method.sparsity" in err and "[0, 1)" in err
+    assert not store.exists()
+
+
+def test_cli_exit_status_in_a_real_process(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmark.cli",
+            "run",
+            "--set",
+            "data.name=mnist",
+            "--set",
+            f"output.dir='{tmp_path / 's'}'",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2
+    assert "data.name" in out.stderr and "digits" in out.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.toml")
+    assert info.value.field == "config"
+
+
+def test_print_config_emits_loadable_toml(tmp_path: Path, capsys) -> None:
+    assert main(["run", "--print-config", "--set", "method.sparsity=0.8"]) == 0
+    text = capsys.readouterr().out
+    assert "sparsity = 0.8" in text
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.method.sparsity == 0.8
+
+
+def test_run_id_ignores_defaults_and_non_identity_sections() -> None:
+    base = load_config()
+    assert canonical_dict(base) == {
+        "budget": {"initial_epochs": 7, "cycles": 2},
+        "method": {"name": "bimp"},
+    }
+    explicit_default = load_config(None, ["optim.momentum=0.9", "method.schedule='ALLR'"])
+    assert explicit_default.run_id == base.run_id
+    elsewhere = load_config(
+        None, ["output.dir='/tmp/x'", "logging.progress=false", "runtime.device='cpu'"]
+    )
+    assert elsewhere.run_id == base.run_id
+    assert load_config(None, ["seed=1"]).run_id != base.run_id
+    assert load_config(None, ["method.sparsity=0.95"]).run_id != base.run_id
+
+
+def test_budget_fields_a_method_ignores_are_not_identity() -> None:
+    a = load_config(None, ["method.name=imp", "budget.initial_epochs=3"])
+    b = load_config(None, ["method.name=imp", "budget.initial_epochs=5"])
+    assert a.run_id == b.run_id
+    c = load_config(None, ["budget.initial_epochs=5"])  # bimp reads T0
+    assert c.run_id != load_config().run_id
+
+
+def test_run_id_is_stable_across_field_additions() -> None:
+    # A new field with a default is left out of the canonical dict, so ids never move.
+    cfg = RunConfig()
+    assert "finetune" not in canonical_dict(cfg)
+
+
+# Literal ids: if one of these changes, every stored result would be orphaned.
+PINNED_IDS = {
+    (): "bimp-9d938b73dad5",
+    ("method.sparsity=0.95",): "bimp-c496de584b15",
+    ("method.name=imp", "method.schedule=FT", "budget.epochs=5"): "imp-3cede9ba7939",
+    (
+        "method.name=dense",
+        "data.name=cifar10",
+        "model.name=resnet56",
+        "budget.epochs=200",
+        "schedule.name=stepped",
+        "schedule.milestones=[90, 180]",
+        "schedule.values=[0.01, 0.001]",
+    ): "dense-8cacdd78292d",
+}
+
+
+@pytest.mark.parametrize(("overrides", "expected"), list(PINNED_IDS.items()))
+def test_pinned_run_ids(overrides: tuple[str, ...], expected: str) -> None:
+    assert run_id(load_config(None, list(overrides))) == expected

@@ -1,0 +1,156 @@
+"""Tests for benchmark.models: registry keys, exact parameter counts, shapes, option-A shortcuts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from benchmark.errors import ConfigError
+from benchmark.models import MODELS, PadShortcut, build_model
+
+CIFAR = (3, 32, 32)
+DIGITS = (1, 8, 8)
+
+# (name, num_classes, input_shape, exact count, published count, relative tolerance).
+# Published: He et al. 2016 Table 6 (0.27M/0.46M/0.66M/0.85M/1.7M), ResNet-18 CIFAR 11.17M,
+# VGG-16-BN CIFAR 14.7M, WRN-28-10 36.5M (Zagoruyko & Komodakis), torchvision ResNet-50.
+PARAM_COUNTS = [
+    ("cnn_small", 10, DIGITS, 6_138, None, None),
+    ("resnet20", 10, CIFAR, 269_722, 0.27e6, 0.01),
+    ("resnet32", 10, CIFAR, 464_154, 0.46e6, 0.01),
+    ("resnet44", 10, CIFAR, 658_586, 0.66e6, 0.01),
+    ("resnet56", 10, CIFAR, 853_018, 0.85e6, 0.01),
+    ("resnet110", 10, CIFAR, 1_727_962, 1.7e6, 0.02),
+    ("resnet18", 10, CIFAR, 11_173_962, 11.17e6, 0.001),
+    ("vgg16", 10, CIFAR, 14_728_266, 14.7e6, 0.01),
+    ("wrn28_10", 100, CIFAR, 36_536_884, 36.5e6, 0.01),
+    ("resnet50", 1000, (3, 224, 224), 25_557_032, 25_557_032, 0.0),
+]
+
+
+def num_params(model: nn.Module) -> int:
+    """Return the total number of parameters of ``model``."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_registry_has_exactly_the_paper_models() -> None:
+    expected = {"cnn_small", "resnet18", "vgg16", "wrn28_10", "resnet50"}
+    expected |= {f"resnet{d}" for d in (20, 32, 44, 56, 110)}
+    assert set(MODELS.names()) == expected
+
+
+def test_unknown_model_raises_config_error_listing_names() -> None:
+    with pytest.raises(ConfigError) as info:
+        build_model("resnet57", 10, CIFAR)
+    assert info.value.field == "model.name"
+    assert info.value.value == "resnet57"
+    assert "'resnet56'" in info.value.allowed
+
+
+@pytest.mark.parametrize(("name", "classes", "shape", "exact", "published", "rtol"), PARAM_COUNTS)
+def test_parameter_counts(
+    name: str,
+    classes: int,
+    shape: tuple[int, int, int],
+    exact: int,
+    published: float | None,
+    rtol: float | None,
+) -> None:
+    count = num_params(build_model(name, classes, shape))
+    assert count == exact
+    if published is not None:
+        assert count == pytest.approx(published, rel=rtol)
+
+
+def test_cnn_small_is_small() -> None:
+    assert 1_000 <= num_params(build_model("cnn_small", 10, DIGITS)) <= 50_000
+
+
+def test_num_classes_changes_only_the_head() -> None:
+    # 64 features feed ResNet-20's head: 90 extra classes add 90 * (64 + 1) parameters.
+    diff = num_params(build_model("resnet20", 100, CIFAR)) - num_params(
+        build_model("resnet20", 10, CIFAR)
+    )
+    assert diff == 90 * 65
+
+
+@pytest.mark.parametrize("shape", [DIGITS, (1, 1, 1), (3, 5, 7), (1, 28, 28)])
+def test_cnn_small_handles_any_small_input(shape: tuple[int, int, int]) -> None:
+    model = build_model("cnn_small", 10, shape)
+    assert model(torch.randn(2, *shape)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("name", ["resnet20", "resnet56", "resnet18", "vgg16"])
+def test_cifar_output_shape(name: str) -> None:
+    model = build_model(name, 7, CIFAR).eval()
+    with torch.no_grad():
+        out = model(torch.randn(2, *CIFAR))
+    assert out.shape == (2, 7)
+    assert torch.isfinite(out).all()
+
+
+def test_models_accept_other_channel_counts() -> None:
+    model = build_model("resnet20", 10, (1, 32, 32)).eval()
+    with torch.no_grad():
+        assert model(torch.randn(1, 1, 32, 32)).shape == (1, 10)
+    stem = build_model("resnet50", 10, (1, 64, 64)).conv1
+    assert stem.in_channels == 1
+
+
+@pytest.mark.parametrize("depth", [20, 32, 44, 56, 110])
+def test_cifar_resnet_depth_and_option_a_shortcuts(depth: int) -> None:
+    model = build_model(f"resnet{depth}", 10, CIFAR)
+    weighted = [m for m in model.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+    # Depth counts conv + linear layers; option A adds no 1x1 projection convs.
+    assert len(weighted) == depth
+    assert all(m.kernel_size == (3, 3) for m in weighted if isinstance(m, nn.Conv2d))
+    shortcuts = [m for m in model.modules() if isinstance(m, PadShortcut)]
+    assert len(shortcuts) == 2  # one per down-sampling stage transition
+    assert all(num_params(s) == 0 and not list(s.buffers()) for s in shortcuts)
+
+
+def test_pad_shortcut_subsamples_and_zero_pads() -> None:
+    x = torch.arange(2 * 2 * 4 * 4, dtype=torch.float32).reshape(2, 2, 4, 4)
+    out = PadShortcut(2, 6, stride=2)(x)
+    assert out.shape == (2, 6, 2, 2)
+    torch.testing.assert_close(out[:, 2:4], x[:, :, ::2, ::2])
+    assert out[:, :2].abs().sum() == 0 and out[:, 4:].abs().sum() == 0
+
+
+def test_resnet18_uses_cifar_stem_and_projection_shortcuts() -> None:
+    model = build_model("resnet18", 10, CIFAR)
+    assert not any(isinstance(m, nn.MaxPool2d) for m in model.modules())
+    assert model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
+    projections = [
+        m for m in model.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (1, 1)
+    ]
+    assert len(projections) == 3
+
+
+def test_vgg16_has_13_bn_convs_and_512_feature_head() -> None:
+    model = build_model("vgg16", 10, CIFAR)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert len(convs) == 13 and len(bns) == 13
+    assert [(m.in_features, m.out_features) for m in linears] == [(512, 10)]
+
+
+def test_wrn_has_dropout_point_three() -> None:
+    model = build_model("wrn28_10", 10, CIFAR)
+    dropouts = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    assert len(dropouts) == 12 and all(m.p == 0.3 for m in dropouts)
+
+
+def test_building_is_deterministic_under_a_seed_and_kaiming_scaled() -> None:
+    torch.manual_seed(0)
+    a = build_model("resnet20", 10, CIFAR)
+    torch.manual_seed(0)
+    b = build_model("resnet20", 10, CIFAR)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    # He normal (fan_in, ReLU gain): std = sqrt(2 / (C_in * 3 * 3)) = sqrt(2 / 144) for 16->16.
+    w = a.stages[0][0].conv1.weight
+    assert w.std().item() == pytest.approx((2 / 144) ** 0.5, rel=0.1)
+    assert torch.equal(a.bn1.weight, torch.ones(16)) and torch.equal(a.bn1.bias, torch.zeros(16))

@@ -1,0 +1,199 @@
+"""The ``prunebench`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import ConfigError
+
+EXIT_USAGE = 2
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", nargs="?", help="a TOML run config (default: BIMP on digits)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one config value (repeatable), e.g. --set method.sparsity=0.95",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    from benchmark import schedule_cli
+
+    parser = argparse.ArgumentParser(
+        prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train one configured run (resumes from its checkpoint)")
+    _add_config_args(run)
+    run.add_argument("--resume", action="store_true", help="require and continue a checkpoint")
+    run.add_argument("--force", action="store_true", help="rerun even if the run has finished")
+    run.add_argument("--wandb", action="store_true", help="log to Weights & Biases (offline)")
+    run.add_argument("--print-config", action="store_true", help="print the TOML and exit")
+    run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+
+    demo = sub.add_parser("demo", help="the main job: a small comparison on digits")
+    demo.add_argument("--store", default="results/runs", help="results store folder")
+    demo.add_argument("--figure", default="results/figures/demo.png", help="figure path")
+    demo.add_argument("--epochs", type=int, default=30, help="budget T of each run")
+    demo.add_argument("--sparsity", type=float, default=0.9, help="goal sparsity")
+
+    sub.add_parser("methods", help="list the registered methods and their properties")
+
+    show = sub.add_parser("show", help="print a stored run")
+    show.add_argument("run", help="run id or path to a result JSON")
+    show.add_argument("--store", default="results/runs", help="results store folder")
+    show.add_argument("--json", action="store_true", help="print the whole record as JSON")
+
+    schedule_cli.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``prunebench`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as err:
+        print(f"prunebench: config error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``prunebench run``: validate, then train (or report the finished result)."""
+    from benchmark.config import config_to_toml, load_config
+    from benchmark.runner import ResumeError, execute
+
+    overrides = list(args.overrides)
+    if args.wandb:
+        overrides.append("logging.wandb=true")
+    cfg = load_config(args.config, overrides)
+    if args.print_config:
+        print(f"# run id: {cfg.run_id}")
+        print(config_to_toml(cfg), end="")
+        return 0
+    try:
+        record = execute(cfg, force=args.force, require_resume=args.resume)
+    except ResumeError as err:
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(record, indent=2))
+    else:
+        print(format_summary(record))
+    return 0
+
+
+def format_summary(record: dict[str, Any]) -> str:
+    """A few lines describing a finished run."""
+    m = record["metrics"]
+    lines = [
+        f"run {record['run_id']} ({record['method']}): {record['status']}",
+        f"  test top-1      {m['test']['top1']:.4f}"
+        + (f"   top-5 {m['test']['top5']:.4f}" if "top5" in m["test"] else ""),
+        f"  val top-1       {m['val']['top1']:.4f}",
+        f"  sparsity        {m['sparsity']:.4f} (prunable), {m['sparsity_total']:.4f} (all)",
+        f"  speedup         {m['speedup']:.2f}x (corrected {m['speedup_corrected']:.2f}x)",
+        f"  images/s        {m['images_per_s']:.0f}",
+    ]
+    if "stability" in m:
+        lines.append(f"  stability       {m['stability']['pruning_stability']:.4f}")
+    return "\n".join(lines)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``prunebench demo``: dense vs IMP (FT, ALLR) vs BIMP on digits; table and figure."""
+    from benchmark.demo import run_demo
+
+    run_demo(Path(args.store), Path(args.figure), epochs=args.epochs, sparsity=args.sparsity)
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    """``prunebench methods``: the paper's overview table for every registered method."""
+    from methods import METHODS, load_methods
+
+    load_methods()
+    mark = {True: "yes", False: "no"}
+    rows = []
+    for name in METHODS.names():
+        cls = METHODS.get(name)
+        i = cls.info
+        rows.append(
+            (
+                name,
+                mark[i.sparsity_specifiable],
+                mark[i.pruning_stable],
+                mark[i.sparsity_agnostic],
+                str(i.extra_hyperparameters),
+                i.summary,
+            )
+        )
+    header = (
+        "method",
+        "sparsity specifiable",
+        "pruning stable",
+        "sparsity agnostic",
+        "add. hyperparameters",
+        "summary",
+    )
+    print(_text_table(header, rows))
+    return 0
+
+
+def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*map(str, r)) for r in rows]
+    return "\n".join(lines)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``prunebench show RUN``: a stored result."""
+    from benchmark.store import Store
+
+    path = Path(args.run)
+    if path.suffix == ".json" and path.exists():
+        record = json.loads(path.read_text())
+    else:
+        record = Store(args.store).read(args.run)
+    if record is None:
+        print(f"prunebench: no run {args.run!r} in {args.store}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json or record.get("status") != "finished":
+        print(json.dumps(record, indent=2))
+    else:
+        print(format_summary(record))
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    """``prunebench schedule``: learning rates as JSON, optionally drawn."""
+    from benchmark import schedule_cli
+
+    return schedule_cli.run(args)
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "demo": cmd_demo,
+    "methods": cmd_methods,
+    "show": cmd_show,
+    "schedule": cmd_schedule,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

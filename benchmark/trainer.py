@@ -1,0 +1,348 @@
+"""The budgeted training loop: method hooks, evaluation, metrics and epoch checkpoints."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from benchmark.checkpoint import load_checkpoint, save_checkpoint
+from benchmark.config import RunConfig
+from benchmark.data import DataSource, build_dataset
+from benchmark.metrics import evaluate, sparsity_stats, theoretical_speedup
+from benchmark.models import build_model
+from benchmark.pruning import MaskStore, prunable_parameters
+from benchmark.schedules import original_lrs, original_warmup_iters
+from methods import get_method
+from methods.base import Method, TrainContext
+
+# Iterations at the start of every epoch left out of the images/s figure (allocator warm-up,
+# first-touch of caches, cudnn autotuning).
+TIMING_WARMUP_ITERS = 2
+
+
+class DivergenceError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device for ``runtime.device`` ('auto' picks CUDA when available)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class Throughput:
+    """Training images and seconds, timed with device synchronisation, warm-up excluded."""
+
+    images: int = 0
+    seconds: float = 0.0
+
+    @property
+    def images_per_s(self) -> float:
+        """Images per second over the timed iterations (0 when nothing was timed)."""
+        return self.images / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class TrainState:
+    """Everything about progress that an epoch checkpoint must restore."""
+
+    epoch: int = 0  # the next epoch to run
+    history: list[dict[str, Any]] = field(default_factory=list)
+    throughput: Throughput = field(default_factory=Throughput)
+    wall_seconds: float = 0.0
+    finalized: bool = False
+    pre_finetune: dict[str, Any] | None = None
+
+
+class Trainer:
+    """Runs one configured run from scratch or from its last epoch checkpoint."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        checkpoint_path: Path | None = None,
+        parent_state: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.checkpoint_path = checkpoint_path
+        self.device = resolve_device(cfg.runtime.device)
+        if cfg.runtime.threads > 0:
+            torch.set_num_threads(cfg.runtime.threads)
+        seed_everything(cfg.seed)
+        self.data: DataSource = build_dataset(cfg.data, self.device)
+        self.model: nn.Module = build_model(
+            cfg.model.name, self.data.num_classes, self.data.input_shape
+        ).to(self.device)
+        self.method: Method = get_method(cfg.method.name)(cfg)
+        self.method_epochs = self.method.total_epochs()
+        self.total_epochs = self.method_epochs + cfg.finetune.epochs
+        self.ipe = self.data.iters_per_epoch()
+        masks = MaskStore(prunable_parameters(self.model, cfg.method.exclude))
+        self.ctx = TrainContext(
+            cfg=cfg,
+            model=self.model,
+            data=self.data,
+            device=self.device,
+            masks=masks,
+            iters_per_epoch=self.ipe,
+            evaluate=self.evaluate,
+            original_lrs=original_lrs(cfg.schedule, self.method.original_epochs(), self.ipe),
+        )
+        self.method.setup(self.ctx, parent_state)
+        self.optimizer = torch.optim.SGD(
+            self.method.param_groups(),
+            lr=0.0,
+            momentum=cfg.optim.momentum,
+            nesterov=cfg.optim.nesterov,
+            weight_decay=cfg.optim.weight_decay,
+        )
+        self.ctx.optimizer = self.optimizer
+        self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing)
+        self.state = TrainState()
+        self.finetune_lr = self._finetune_lr()
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, split: str) -> dict[str, float]:
+        """Accuracy and loss of the current model on ``split`` (eval mode)."""
+        return evaluate(
+            self.model,
+            self.data.eval_batches(split),
+            self.data.num_classes,
+            bf16=self.cfg.optim.bf16,
+        )
+
+    def _finetune_lr(self) -> float:
+        lrs = self.ctx.original_lrs
+        warm = original_warmup_iters(self.cfg.schedule, self.ipe)
+        return float(np.min(lrs[warm:])) if len(lrs) > warm else float(lrs[-1])
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything needed to continue exactly from the current epoch boundary."""
+        rng = {
+            "torch": torch.get_rng_state(),
+            "numpy": np.random.get_state(),
+            "python": random.getstate(),
+        }
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        return {
+            "run_id": self.cfg.run_id,
+            "state": self.state,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "masks": self.ctx.masks.state_dict(),
+            "method": self.method.state_dict(),
+            "record": self.ctx.record,
+            "rng": rng,
+        }
+
+    def restore(self, ckpt: dict[str, Any]) -> None:
+        """Load a :meth:`checkpoint_state` snapshot."""
+        self.state = ckpt["state"]
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.ctx.masks.load_state_dict(ckpt["masks"], model=self.model)
+        self.method.load_state_dict(ckpt["method"])
+        self.ctx.record.clear()
+        self.ctx.record.update(ckpt["record"])
+        rng = ckpt["rng"]
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["python"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def try_resume(self) -> bool:
+        """Restore the last checkpoint of this run id if one exists; True when resumed."""
+        if self.checkpoint_path is None or not self.checkpoint_path.exists():
+            return False
+        ckpt = load_checkpoint(self.checkpoint_path, self.device)
+        if ckpt.get("run_id") != self.cfg.run_id:
+            return False
+        self.restore(ckpt)
+        return True
+
+    def _save(self) -> None:
+        if self.checkpoint_path is not None:
+            save_checkpoint(self.checkpoint_state(), self.checkpoint_path)
+
+    # ------------------------------------------------------------------ training
+    def _lr(self, step: int, epoch: int) -> float:
+        if epoch >= self.method_epochs:
+            return self.finetune_lr
+        return self.method.lr(step)
+
+    def train_epoch(self, epoch: int) -> dict[str, Any]:
+        """One epoch of training with the method's hooks; returns the epoch's train stats."""
+        model, opt, method, device = self.model, self.optimizer, self.method, self.device
+        in_method = epoch < self.method_epochs
+        if in_method:
+            method.on_epoch_start(epoch)
+        model.train()
+        loss_sum = torch.zeros((), device=device)
+        seen = 0
+        timed_images = 0
+        t0 = None
+        clip = self.cfg.optim.grad_clip
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.cfg.optim.bf16)
+        batches = self.data.train_batches(epoch, self.cfg.seed)
+        if self.ipe >= 200 and self.cfg.logging.progress:
+            batches = tqdm(batches, total=self.ipe, leave=False, desc=f"epoch {epoch + 1}")
+        lr = 0.0
+        for it, (x, y) in enumerate(batches):
+            if it == TIMING_WARMUP_ITERS:
+                _sync(device)
+                t0 = time.perf_counter()
+            step = epoch * self.ipe + it
+            lr = self._lr(step, epoch)
+            for group in opt.param_groups:
+                group["lr"] = lr * group.get("lr_scale", 1.0)
+            if in_method:
+                method.before_forward(step)
+            with autocast:
+                loss = self.loss_fn(model(x), y)
+                extra = method.extra_loss(step) if in_method else None
+                if extra is not None:
+                    loss = loss + extra
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if in_method:
+                method.before_step(step)
+            if clip > 0:
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            if in_method:
+                method.after_step(step)
+            elif self.ctx.masks is not None:
+                self.ctx.masks.apply()
+            loss_sum += loss.detach() * x.shape[0]
+            seen += x.shape[0]
+            if t0 is not None:
+                timed_images += x.shape[0]
+        _sync(device)
+        if t0 is not None:
+            self.state.throughput.images += timed_images
+            self.state.throughput.seconds += time.perf_counter() - t0
+        train_loss = float(loss_sum) / max(seen, 1)
+        if not math.isfinite(train_loss):
+            raise DivergenceError(f"training loss is {train_loss} in epoch {epoch + 1}")
+        cycle_ended = method.on_epoch_end(epoch) if in_method else False
+        return {"epoch": epoch + 1, "lr": lr, "train_loss": train_loss, "cycle_end": cycle_ended}
+
+    def _epoch_record(self, epoch: int, stats: dict[str, Any]) -> dict[str, Any]:
+        record = dict(stats)
+        last = epoch + 1 == self.total_epochs
+        if (epoch + 1) % self.cfg.eval.val_every == 0 or last:
+            record["val"] = self.evaluate("val")
+        if stats["cycle_end"]:
+            record["test"] = self.evaluate("test")
+        record["sparsity"] = self.ctx.masks.sparsity()
+        return record
+
+    def _finalize(self) -> None:
+        """The method's final hard prune, then freeze the zero pattern for fine-tuning."""
+        self.method.finalize()
+        self.state.finalized = True
+        if self.cfg.finetune.epochs > 0:
+            self.state.pre_finetune = self.final_metrics()
+            # FT retrains the final sparse model: its zeros must stay zeros.
+            zero_masks = [(p.detach() != 0).to(p.dtype) for p in self.ctx.masks.params]
+            self.ctx.masks.update(zero_masks, self.optimizer)
+
+    def fit(self, stop_after: int | None = None) -> dict[str, Any] | None:
+        """Train to the end of the budget (resuming state if restored) and return the metrics.
+
+        ``stop_after`` stops once that many epochs are done (after their checkpoint), as an
+        interruption would, and returns None; tests use it to check that resuming is exact.
+        """
+        start = time.perf_counter()
+        wall_before = self.state.wall_seconds
+        epochs = range(self.state.epoch, self.total_epochs)
+        bar = tqdm(
+            epochs,
+            total=self.total_epochs,
+            initial=self.state.epoch,
+            desc=self.cfg.run_id,
+            disable=not self.cfg.logging.progress,
+            leave=False,
+        )
+        for epoch in bar:
+            if epoch == self.method_epochs and not self.state.finalized:
+                self._finalize()
+            stats = self.train_epoch(epoch)
+            record = self._epoch_record(epoch, stats)
+            self.state.history.append(record)
+            self.state.epoch = epoch + 1
+            self.state.wall_seconds = wall_before + time.perf_counter() - start
+            if "val" in record:
+                bar.set_postfix(
+                    val=f"{record['val']['top1']:.3f}", loss=f"{stats['train_loss']:.3f}"
+                )
+            self._save()
+            if stop_after is not None and self.state.epoch >= stop_after:
+                return None
+        if not self.state.finalized:
+            self._finalize()
+        metrics = self.final_metrics()
+        metrics = self._pick_finetune(metrics)
+        metrics["images_per_s"] = self.state.throughput.images_per_s
+        metrics["wall_seconds"] = wall_before + time.perf_counter() - start
+        return metrics
+
+    def _pick_finetune(self, after: dict[str, Any]) -> dict[str, Any]:
+        """With post-training FT, keep the better (by validation accuracy) of before/after."""
+        before = self.state.pre_finetune
+        if before is None:
+            return after
+        use_after = after["val"]["top1"] >= before["val"]["top1"]
+        chosen = dict(after if use_after else before)
+        chosen["finetune"] = {
+            "epochs": self.cfg.finetune.epochs,
+            "used": use_after,
+            "test_before": before["test"],
+            "test_after": after["test"],
+        }
+        return chosen
+
+    def final_metrics(self) -> dict[str, Any]:
+        """Test/validation accuracy, sparsity, theoretical speedup and method records."""
+        test = self.evaluate("test")
+        val = self.evaluate("val")
+        last_loss = self.state.history[-1]["train_loss"] if self.state.history else float("nan")
+        example = self.data.example_batch().to(self.device)
+        return {
+            "test": test,
+            "val": val,
+            "train_loss": last_loss,
+            **sparsity_stats(self.model, self.ctx.prunable),
+            **theoretical_speedup(self.model, example),
+            **{k: v for k, v in self.ctx.record.items()},
+        }
+
+    def final_weights(self) -> dict[str, torch.Tensor]:
+        """The trained model's state dict on the CPU."""
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}

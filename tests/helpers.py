@@ -1,0 +1,50 @@
+"""Test helpers shared by the method tests: tiny configs and interrupted runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from benchmark.config import RunConfig, load_config
+from benchmark.runner import parent_weights
+from benchmark.store import Store
+from benchmark.trainer import Trainer
+
+
+def tiny_config(store: Path, *overrides: str) -> RunConfig:
+    """A fast digits config (batch 128, one thread, no progress bar) with ``overrides``."""
+    base = [
+        f"output.dir={str(store)!r}",
+        "logging.progress=false",
+        "data.batch_size=128",
+        "runtime.threads=1",
+    ]
+    return load_config(None, [*base, *overrides])
+
+
+def run_uninterrupted(cfg: RunConfig) -> dict[str, Any]:
+    """Train ``cfg`` in one go (no checkpoint file) and return its final metrics."""
+    store = Store(cfg.output.dir)
+    _, parent = parent_weights(cfg, store)
+    metrics = Trainer(cfg, None, parent).fit()
+    assert metrics is not None
+    return metrics
+
+
+def run_interrupted(cfg: RunConfig, stop_after: int, tmp: Path) -> dict[str, Any]:
+    """Train ``stop_after`` epochs, drop the trainer, resume a fresh one from the checkpoint."""
+    store = Store(cfg.output.dir)
+    _, parent = parent_weights(cfg, store)
+    ckpt = tmp / f"{cfg.run_id}.pt"
+    assert Trainer(cfg, ckpt, parent).fit(stop_after=stop_after) is None
+    resumed = Trainer(cfg, ckpt, parent)
+    assert resumed.try_resume()
+    assert resumed.state.epoch == stop_after
+    metrics = resumed.fit()
+    assert metrics is not None
+    return metrics
+
+
+def comparable(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The deterministic part of a run's metrics (no timings)."""
+    return {k: v for k, v in metrics.items() if k not in ("images_per_s", "wall_seconds")}

@@ -56,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--store", default="results/runs", help="results store folder")
     show.add_argument("--json", action="store_true", help="print the whole record as JSON")
 
+    fake = sub.add_parser(
+        "fake-data", help="write small stand-in CIFAR/ImageNet files in the real on-disk formats"
+    )
+    fake.add_argument("dataset", choices=["cifar10", "cifar100", "imagenet"])
+    fake.add_argument("--root", default="data", help="folder to write into (data.root)")
+    fake.add_argument("--size", type=int, default=200, help="training images (CIFAR)")
+    fake.add_argument("--signal", type=float, default=0.5, help="class signal in [0, 1) (CIFAR)")
+
     schedule_cli.add_parser(sub)
     return parser
 
@@ -179,6 +187,31 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fake_data(args: argparse.Namespace) -> int:
+    """``prunebench fake-data``: stand-in dataset files for runs without the real data."""
+    from benchmark import fakedata
+
+    if not 0 <= args.signal < 1:
+        raise ConfigError("--signal", args.signal, "a number in [0, 1)")
+    if args.size < 10:
+        raise ConfigError("--size", args.size, "an integer >= 10")
+    if args.dataset == "cifar10":
+        fakedata.write_cifar10(
+            args.root, per_batch=args.size // 5, n_test=args.size // 5, signal=args.signal
+        )
+    elif args.dataset == "cifar100":
+        fakedata.write_cifar100(
+            args.root, n_train=args.size, n_test=args.size // 2, signal=args.signal
+        )
+    else:
+        fakedata.write_imagefolder(args.root)
+    print(
+        f"wrote a stand-in {args.dataset} under {args.root}; "
+        "run with --set data.check_integrity=false"
+    )
+    return 0
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
     """``prunebench schedule``: learning rates as JSON, optionally drawn."""
     from benchmark import schedule_cli
@@ -192,6 +225,7 @@ COMMANDS = {
     "methods": cmd_methods,
     "show": cmd_show,
     "schedule": cmd_schedule,
+    "fake-data": cmd_fake_data,
 }
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from benchmark.config import DataConfig
 from benchmark.data import (
@@ -32,66 +30,12 @@ from benchmark.data import (
     validate_data_config,
 )
 from benchmark.errors import ConfigError
+from benchmark.fakedata import write_cifar10, write_cifar100, write_imagefolder
 
 CPU = torch.device("cpu")
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-def _dump(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        pickle.dump(obj, f)
-
-
-def write_cifar10(root: Path, per_batch: int = 20, n_test: int = 20) -> dict[str, np.ndarray]:
-    """Write a tiny CIFAR-10 in the official pickle layout; return the arrays written."""
-    rng = np.random.default_rng(0)
-    folder = root / "cifar-10-batches-py"
-    train_x = rng.integers(0, 256, (5 * per_batch, 3072), dtype=np.uint8)
-    train_y = np.arange(5 * per_batch) % 10
-    for b in range(5):
-        part = slice(b * per_batch, (b + 1) * per_batch)
-        _dump(
-            folder / f"data_batch_{b + 1}",
-            {
-                "batch_label": f"batch {b + 1}",
-                "data": train_x[part],
-                "labels": train_y[part].tolist(),
-            },
-        )
-    # A per-channel offset makes the channel means distinct, so normalisation is checkable.
-    offset = np.array([0, 50, 100], dtype=np.uint8)[None, :, None]
-    test_x = rng.integers(0, 156, (n_test, 3, 1024), dtype=np.uint8) + offset
-    test_x = test_x.reshape(n_test, 3072)
-    test_y = np.arange(n_test) % 10
-    _dump(folder / "test_batch", {"data": test_x, "labels": test_y.tolist()})
-    _dump(folder / "batches.meta", {"label_names": [f"c{i}" for i in range(10)]})
-    return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
-
-
-def write_cifar100(root: Path, n_train: int = 200, n_test: int = 100) -> dict[str, np.ndarray]:
-    """Write a tiny CIFAR-100 in the official pickle layout; return the arrays written."""
-    rng = np.random.default_rng(1)
-    folder = root / "cifar-100-python"
-    train_x = rng.integers(0, 256, (n_train, 3072), dtype=np.uint8)
-    train_y = np.arange(n_train) % 100
-    test_x = rng.integers(0, 256, (n_test, 3072), dtype=np.uint8)
-    test_y = np.arange(n_test) % 100
-    for name, x, y in (("train", train_x, train_y), ("test", test_x, test_y)):
-        _dump(
-            folder / name,
-            {"data": x, "fine_labels": y.tolist(), "coarse_labels": (y // 5).tolist()},
-        )
-    _dump(
-        folder / "meta",
-        {
-            "fine_label_names": [f"f{i}" for i in range(100)],
-            "coarse_label_names": [f"c{i}" for i in range(20)],
-        },
-    )
-    return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
 
 
 def cfg_for(name: str, root: Path | str = "data", **overrides: object) -> DataConfig:
@@ -443,18 +387,7 @@ def test_validation_split_is_fixed_by_split_seed(cifar10_root: tuple[Path, dict]
 @pytest.fixture(scope="module")
 def folder_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three class folders: 4 mixed PNG/JPEG training images each, one plain PNG test image."""
-    root = tmp_path_factory.mktemp("imagenet")
-    rng = np.random.default_rng(0)
-    for c, name in enumerate(["ant", "bee", "cat"]):
-        for i in range(4):
-            pixels = rng.integers(0, 256, (30 + 4 * i, 40, 3), dtype=np.uint8)
-            path = root / "train" / name / f"img{i}.{'png' if i % 2 else 'jpg'}"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(pixels).save(path)
-        (root / "val" / name).mkdir(parents=True)
-        colour = (40 * c, 100, 250 - 60 * c)
-        Image.new("RGB", (50, 40), colour).save(root / "val" / name / "img.png")
-    return root
+    return write_imagefolder(tmp_path_factory.mktemp("imagenet"))
 
 
 def test_imagefolder_shapes_classes_and_splits(folder_root: Path) -> None:

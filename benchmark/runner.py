@@ -58,7 +58,7 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def parent_weights(cfg: RunConfig, store: Store, force: bool = False) -> tuple[str | None, Any]:
+def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
     """Train (once) or load the dense parent of ``cfg``; returns (parent run id, state dict)."""
     parent = get_method(cfg.method.name)(cfg).parent_config()
     if parent is None:
@@ -92,6 +92,8 @@ def execute(cfg: RunConfig, *, force: bool = False, require_resume: bool = False
         logger = _wandb_logger(cfg, rid)
         metrics = trainer.fit()
         if logger is not None:
+            for entry in trainer.state.history:
+                logger.log(_flat_numbers(entry), step=entry["epoch"])
             logger.summary.update(_flat_numbers(metrics))
             logger.finish()
     except Exception as err:

@@ -133,3 +133,13 @@ def test_demo_prints_table_and_writes_figure(tmp_path: Path, capsys) -> None:
     assert figure.exists() and figure.with_suffix(".pdf").exists()
     df = load_store(tmp_path / "s")
     assert (df["config.method.name"] == "dense").sum() == 1  # the IMP parent is the dense run
+
+
+def test_wandb_logging_works_offline(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
+    cfg = tiny_config(tmp_path / "s", "method.name=dense", "budget.epochs=2", "logging.wandb=true")
+    record = execute(cfg)
+    assert record["status"] == "finished"
+    runs = list((tmp_path / "s").glob("wandb/offline-run-*"))
+    assert len(runs) == 1, list((tmp_path / "s").rglob("*"))[:20]

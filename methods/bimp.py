@@ -375,11 +375,13 @@ class BIMP(_PruneRetrain):
     name = "bimp"
     Params = BIMPParams
     budget_fields = frozenset({"epochs", "initial_epochs", "cycles"})
+    # As in the paper's overview table: T0 is its one extra hyperparameter, and as one budgeted
+    # run it is listed as pruning stable and not sparsity agnostic.
     info = MethodInfo(
         sparsity_specifiable=True,
-        pruning_stable=False,
-        sparsity_agnostic=True,
-        extra_hyperparameters=0,
+        pruning_stable=True,
+        sparsity_agnostic=False,
+        extra_hyperparameters=1,
         summary="budgeted IMP: T0 epochs linear-decay training, then J prune-retrain cycles",
     )
 
@@ -422,6 +424,13 @@ class Renda(_PruneRetrain):
 
     name = "renda"
     Params = RendaParams
+    info = MethodInfo(
+        sparsity_specifiable=True,
+        pruning_stable=False,
+        sparsity_agnostic=True,
+        extra_hyperparameters=0,
+        summary="Renda et al. baseline: prune 20% per cycle, retrain T_orig epochs with LRW",
+    )
     budget_fields: frozenset[str] = frozenset()
 
     @classmethod

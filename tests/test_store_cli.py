@@ -143,3 +143,23 @@ def test_wandb_logging_works_offline(tmp_path: Path, monkeypatch) -> None:
     assert record["status"] == "finished"
     runs = list((tmp_path / "s").glob("wandb/offline-run-*"))
     assert len(runs) == 1, list((tmp_path / "s").rglob("*"))[:20]
+
+
+def test_method_metadata_matches_the_papers_overview_table() -> None:
+    from benchmark.paper_numbers import load_paper_table
+    from methods import METHODS, load_methods
+
+    load_methods()
+    table = load_paper_table("methods")
+    checked = 0
+    for _, row in table.iterrows():
+        name = row["method"].lower()
+        if name not in METHODS:
+            continue
+        info = METHODS.get(name).info
+        assert info.sparsity_specifiable == bool(row["sparsity_specifiable"]), name
+        assert info.pruning_stable == bool(row["pruning_stable"]), name
+        assert info.sparsity_agnostic == bool(row["sparsity_agnostic_training"]), name
+        assert info.extra_hyperparameters == int(row["additional_hyperparameters"]), name
+        checked += 1
+    assert checked >= 2  # at least IMP and BIMP

@@ -29,9 +29,17 @@ def load_methods() -> None:
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
-        if callable(obj) and not isinstance(obj, type):
-            obj()
+        try:
+            obj = ep.load()
+        except Exception as err:
+            raise RuntimeError(
+                f"prunebench method plugin {ep.name!r} ({ep.value}) failed to load: {err}"
+            ) from err
+        if isinstance(obj, type) and issubclass(obj, Method):
+            if obj.name not in METHODS:
+                register_method(obj)
+        elif callable(obj):
+            obj()  # a registration function
 
 
 def get_method(name: str) -> type[Method]:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+# The README's example plugin, installed the way an outside package is: a module plus
+# dist-info metadata declaring a `prunebench.methods` entry point.
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "plugin"))
 
 # Tests share 2 cores with everything else; one thread keeps them deterministic and fast.
 torch.set_num_threads(1)

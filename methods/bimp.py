@@ -38,8 +38,8 @@ from methods.base import Method, MethodInfo, TrainContext, register_method
 
 
 @dataclass
-class IMPParams:
-    """Hyperparameters of IMP (from a trained dense parent)."""
+class BIMPParams:
+    """Hyperparameters of BIMP (initial training is part of the run), shared with IMP."""
 
     schedule: str = "ALLR"
     criterion: str = "global"
@@ -47,19 +47,13 @@ class IMPParams:
     retrain_epochs: list[int] = field(default_factory=list)
     initial_lr: float = 0.0
     warmup_fraction: float = 0.0
-    parent_epochs: int = 10
 
 
 @dataclass
-class BIMPParams:
-    """Hyperparameters of BIMP (initial training is part of the run)."""
+class IMPParams(BIMPParams):
+    """Hyperparameters of IMP: BIMP's, plus the epochs of the trained dense parent."""
 
-    schedule: str = "ALLR"
-    criterion: str = "global"
-    structured: bool = False
-    retrain_epochs: list[int] = field(default_factory=list)
-    initial_lr: float = 0.0
-    warmup_fraction: float = 0.0
+    parent_epochs: int = 10
 
 
 @dataclass

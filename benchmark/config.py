@@ -344,7 +344,6 @@ def validate(cfg: RunConfig) -> None:
     check(b.epochs > 0, "budget.epochs", b.epochs, "an integer > 0")
     check(b.cycles >= 1, "budget.cycles", b.cycles, "an integer >= 1")
     check(b.initial_epochs >= 0, "budget.initial_epochs", b.initial_epochs, "an integer >= 0")
-    validate_schedule(cfg.schedule, b.epochs)
     m = cfg.method
     check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
     check(cfg.finetune.epochs >= 0, "finetune.epochs", cfg.finetune.epochs, "an integer >= 0")
@@ -364,7 +363,11 @@ def validate(cfg: RunConfig) -> None:
         "one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'",
     )
     check(cfg.runtime.threads >= 0, "runtime.threads", cfg.runtime.threads, "an integer >= 0")
-    get_method(m.name).validate(cfg)
+    method_cls = get_method(m.name)
+    method_cls.validate(cfg)
+    # The original schedule spans the epochs it is defined over for this method (the dense
+    # parent's for IMP, T0 for BIMP), not necessarily the run's own budget.
+    validate_schedule(cfg.schedule, method_cls(cfg).original_epochs())
 
 
 # --------------------------------------------------------------------------- serialising

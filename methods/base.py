@@ -189,3 +189,25 @@ def register_method(cls: type[Method]) -> type[Method]:
         raise ValueError(f"{cls.__qualname__} has no name")
     METHODS.add(cls.name, cls)
     return cls
+
+
+def dense_parent(cfg: RunConfig, epochs: int, weight_decay: float | None = None) -> RunConfig:
+    """The dense run a child starts from: same data, model, optimizer and seed as ``cfg``.
+
+    It is an ordinary ``dense`` run (so it is trained once and shared by every child with the
+    same parent config); ``weight_decay`` overrides the optimizer's when given.
+    """
+    import dataclasses
+
+    from benchmark.config import BudgetConfig, FinetuneConfig, MethodConfig, replace_section
+
+    optim = cfg.optim
+    if weight_decay is not None:
+        optim = dataclasses.replace(optim, weight_decay=weight_decay)
+    return replace_section(
+        cfg,
+        optim=optim,
+        budget=BudgetConfig(epochs=epochs),
+        method=MethodConfig(name="dense", params=NoParams()),
+        finetune=FinetuneConfig(),
+    )

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.config import RunConfig, check, replace_section
+from benchmark.config import RunConfig, check
 from benchmark.errors import ConfigError
 from benchmark.pruning import CRITERIA, compute_masks, filter_masks
 from benchmark.schedules import (
@@ -34,7 +34,7 @@ from benchmark.schedules import (
     original_warmup_iters,
     retrain_lrs,
 )
-from methods.base import Method, MethodInfo, TrainContext, register_method
+from methods.base import Method, MethodInfo, TrainContext, dense_parent, register_method
 
 
 @dataclass
@@ -54,6 +54,9 @@ class IMPParams(BIMPParams):
     """Hyperparameters of IMP: BIMP's, plus the epochs of the trained dense parent."""
 
     parent_epochs: int = 10
+    # Weight decay of the dense parent; unset: the run's optim.weight_decay. Setting it lets a
+    # retraining weight-decay grid share one parent, as in the paper.
+    parent_weight_decay: float | None = None
 
 
 @dataclass
@@ -63,6 +66,7 @@ class RendaParams:
     criterion: str = "global"
     prune_fraction: float = 0.2
     parent_epochs: int = 10
+    parent_weight_decay: float | None = None
 
 
 @dataclass
@@ -287,6 +291,13 @@ def _pruned_distance(ctx: TrainContext, new_masks: list[torch.Tensor]) -> float:
     return float(torch.sqrt(torch.as_tensor(sq)))
 
 
+def _validate_parent(cfg: RunConfig) -> None:
+    p = cfg.method.params
+    check(p.parent_epochs > 0, "method.parent_epochs", p.parent_epochs, "an integer > 0")
+    wd = p.parent_weight_decay
+    check(wd is None or wd >= 0, "method.parent_weight_decay", wd, "a number >= 0, or unset")
+
+
 def _validate_common(cfg: RunConfig, retrain_total: int) -> None:
     p = cfg.method.params
     RETRAIN_SCHEDULES.get(p.schedule, "method.schedule")
@@ -333,8 +344,7 @@ class IMP(_PruneRetrain):
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
-        p = cfg.method.params
-        check(p.parent_epochs > 0, "method.parent_epochs", p.parent_epochs, "an integer > 0")
+        _validate_parent(cfg)
         _validate_common(cfg, cfg.budget.epochs)
 
     def make_plan(self) -> CyclePlan:
@@ -346,20 +356,7 @@ class IMP(_PruneRetrain):
         return self.params.parent_epochs
 
     def parent_config(self) -> RunConfig | None:
-        return dense_parent(self.cfg, self.params.parent_epochs)
-
-
-def dense_parent(cfg: RunConfig, epochs: int) -> RunConfig:
-    """The dense run that IMP-style children start from (same data, model, optimizer, seed)."""
-    from benchmark.config import BudgetConfig, FinetuneConfig, MethodConfig
-    from methods.base import NoParams
-
-    return replace_section(
-        cfg,
-        budget=BudgetConfig(epochs=epochs),
-        method=MethodConfig(name="dense", sparsity=0.9, params=NoParams()),
-        finetune=FinetuneConfig(),
-    )
+        return dense_parent(self.cfg, self.params.parent_epochs, self.params.parent_weight_decay)
 
 
 @register_method
@@ -431,7 +428,7 @@ class Renda(_PruneRetrain):
     def validate(cls, cfg: RunConfig) -> None:
         p = cfg.method.params
         check(0 < p.prune_fraction < 1, "method.prune_fraction", p.prune_fraction, "(0, 1)")
-        check(p.parent_epochs > 0, "method.parent_epochs", p.parent_epochs, "an integer > 0")
+        _validate_parent(cfg)
         check(cfg.method.sparsity > 0, "method.sparsity", cfg.method.sparsity, "(0, 1) for renda")
         CRITERIA.get(p.criterion, "method.criterion")
 
@@ -449,4 +446,4 @@ class Renda(_PruneRetrain):
         return self.params.parent_epochs
 
     def parent_config(self) -> RunConfig | None:
-        return dense_parent(self.cfg, self.params.parent_epochs)
+        return dense_parent(self.cfg, self.params.parent_epochs, self.params.parent_weight_decay)

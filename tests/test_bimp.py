@@ -226,3 +226,22 @@ def test_tuned_schedule_requires_initial_lr(tmp_path: Path) -> None:
         "method.warmup_fraction=0.1",
     )
     assert execute(cfg)["status"] == "finished"
+
+
+def test_retraining_weight_decay_grid_shares_one_parent(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    common = [
+        "method.name=imp",
+        "budget.cycles=1",
+        "method.parent_epochs=1",
+        "budget.epochs=1",
+        "method.parent_weight_decay=5e-4",
+    ]
+    a = execute(tiny_config(store, *common, "optim.weight_decay=1e-4"))
+    b = execute(tiny_config(store, *common, "optim.weight_decay=2e-4"))
+    assert a["run_id"] != b["run_id"]
+    assert a["parent_run_id"] == b["parent_run_id"]
+    parent = Store(store).read(a["parent_run_id"])
+    assert parent["config"]["optim"]["weight_decay"] == 5e-4
+    with pytest.raises(Exception, match="method.parent_weight_decay"):
+        tiny_config(store, *common[:-1], "method.parent_weight_decay=-1.0")

@@ -215,3 +215,22 @@ PINNED_IDS = {
 @pytest.mark.parametrize(("overrides", "expected"), list(PINNED_IDS.items()))
 def test_pinned_run_ids(overrides: tuple[str, ...], expected: str) -> None:
     assert run_id(load_config(None, list(overrides))) == expected
+
+
+def test_schedule_warmup_is_checked_against_the_epochs_it_spans() -> None:
+    # IMP's original schedule is the dense parent's (20 epochs): a 5-epoch warm-up fits even
+    # though IMP itself retrains for 2 epochs.
+    cfg = load_config(
+        None,
+        [
+            "method.name=imp",
+            "method.parent_epochs=20",
+            "budget.epochs=2",
+            "budget.cycles=1",
+            "schedule.warmup_epochs=5",
+        ],
+    )
+    assert cfg.schedule.warmup_epochs == 5
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["method.name=dense", "budget.epochs=4", "schedule.warmup_epochs=5"])
+    assert info.value.field.startswith("schedule.")

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark.config import RunConfig, config_from_dict, validate
-from methods.bimp import dense_parent
+from methods.base import dense_parent
 
 
 def demo_configs(store: Path, epochs: int, sparsity: float) -> dict[str, RunConfig]:

@@ -211,3 +211,30 @@ def dense_parent(cfg: RunConfig, epochs: int, weight_decay: float | None = None)
         method=MethodConfig(name="dense", params=NoParams()),
         finetune=FinetuneConfig(),
     )
+
+
+# --------------------------------------------------------------------------- from a trained model
+
+
+def pretrained_parent(cfg: RunConfig) -> RunConfig | None:
+    """The dense parent of a GSM/LC run with ``from_pretrained``, else None."""
+    p = cfg.method.params
+    return dense_parent(cfg, p.parent_epochs) if p.from_pretrained else None
+
+
+def validate_pretrained(cfg: RunConfig) -> None:
+    """Check ``parent_epochs`` (raises ConfigError naming ``method.parent_epochs``)."""
+    from benchmark.config import check
+
+    p = cfg.method.params
+    check(p.parent_epochs > 0, "method.parent_epochs", p.parent_epochs, "an integer > 0")
+
+
+def pretrained_presets(scratch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The ImageNet grid from a trained dense model: the method runs 10, 20 or 40 epochs."""
+    return {
+        **scratch,
+        "from_pretrained": [True],
+        "parent_epochs": [90],
+        "budget.epochs": [10, 20, 40],
+    }

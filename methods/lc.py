@@ -1,0 +1,266 @@
+"""LC: learning-compression pruning (Carreira-Perpinan and Idelbayev 2018).
+
+Two variants (``method.variant``):
+
+- ``decay`` (default; the form the paper uses): every iteration, among the weights of the
+  prunable set P the K = (1 - s) N_P of largest magnitude are not decayed at all while all other
+  weights of P are decayed with the coefficient wd_t = ``optim.weight_decay`` * f(t), which grows
+  during training, pushing the weights that would be pruned to zero. The decay is added to the
+  gradient in ``before_step`` (grad += wd_t w (1 - topK)); P gets no optimizer weight decay,
+  every other parameter keeps the run's. The growth f is ``wd_schedule``:
+
+  - ``geometric``: per iteration from ``wd_start_factor`` at the first to ``wd_end_factor`` at
+    the last iteration of the run (a constant ratio per iteration),
+  - ``epoch``: ``wd_start_factor`` * ``decay_growth`` ** epoch (multiplied every epoch).
+
+- ``lc``: the original learning-compression algorithm. The L step trains on
+  loss + mu/2 ||w - theta||^2 over P (the penalty's gradient mu (w - theta) is added directly to
+  the gradient; all parameters keep the run's weight decay); the C step sets theta to the
+  projection of w onto its K largest magnitudes (global over P). The first C step is at the
+  first iteration (theta = the direct compression of the initial weights), then one every
+  ``c_step_every`` iterations (0: at the start of every epoch); mu is ``mu_0`` * ``mu_growth`` ** j
+  after the j-th C step (j = 0 for the first one).
+
+Both variants end with global magnitude pruning to exactly s (in the ``lc`` variant that is the
+final C step) and record the pruning stability. Like GSM, LC can start from scratch or from a
+trained dense model (``from_pretrained``, ``parent_epochs``; the parent is shared as IMP's).
+
+Implementation: the magnitudes, the top-K mask and the decay term live in flat buffers over P;
+per iteration there are two fused copies/adds, one ``torch.topk`` and no host synchronisation.
+The coefficients wd_t and mu are Python functions of the iteration, so resuming needs only theta
+(checkpointed in the ``lc`` variant).
+
+Differences from Carreira-Perpinan and Idelbayev (the task description is followed): their L
+step runs SGD to (approximate) convergence between C steps with a per-step learning-rate
+schedule; here the L step is the run's ordinary training, with the run's learning-rate schedule,
+interleaved with C steps on a fixed period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from benchmark.config import RunConfig, check
+from benchmark.flat import FlatBuffer, keep_count, topk_mask_
+from benchmark.pruning import compute_masks
+from methods.base import (
+    Method,
+    MethodInfo,
+    TrainContext,
+    pretrained_parent,
+    pretrained_presets,
+    register_method,
+    validate_pretrained,
+)
+
+VARIANTS = ("decay", "lc")
+WD_SCHEDULES = ("geometric", "epoch")
+
+
+@dataclass
+class LCParams:
+    """Hyperparameters of LC.
+
+    ``decay`` variant: ``wd_schedule`` with ``wd_start_factor``/``wd_end_factor`` (geometric) or
+    ``wd_start_factor``/``decay_growth`` (epoch). ``lc`` variant: ``mu_0``, ``mu_growth`` and
+    ``c_step_every`` (iterations; 0 = every epoch). ``from_pretrained``/``parent_epochs`` as GSM.
+    """
+
+    variant: str = "decay"
+    wd_schedule: str = "geometric"
+    wd_start_factor: float = 1.0
+    wd_end_factor: float = 100.0
+    decay_growth: float = 1.1
+    mu_0: float = 1e-4
+    mu_growth: float = 1.1
+    c_step_every: int = 0
+    from_pretrained: bool = False
+    parent_epochs: int = 10
+
+
+# Grids of the paper, Appendix B.3: LC tunes only the weight decay (and, as every method, the
+# learning rate and, on CIFAR-100 and ImageNet, the stepped or linear schedule). On ImageNet it
+# runs from scratch or from the trained dense model; the paper reports the better of the two.
+_IMAGENET = {"optim.weight_decay": [1e-4, 1e-5], "schedule.name": ["stepped", "linear"]}
+_PRESETS: dict[str, dict[str, list[Any]]] = {
+    "cifar10": {
+        "optim.weight_decay": [1e-4, 5e-4, 1e-3, 5e-3],
+        "schedule.lr": [0.05, 0.1, 0.15, 0.2],
+    },
+    "cifar100": {
+        "optim.weight_decay": [1e-4, 2e-4, 5e-4],
+        "schedule.lr": [0.05, 0.1, 0.15],
+        "schedule.name": ["stepped", "linear"],
+    },
+    "imagenet": _IMAGENET,
+    "imagenet-pretrained": pretrained_presets(_IMAGENET),
+}
+
+
+@register_method
+class LC(Method):
+    """Growing decay of the weights outside the top-K (or the original L/C steps); then prune."""
+
+    name = "lc"
+    Params = LCParams
+    info = MethodInfo(
+        sparsity_specifiable=True,
+        pruning_stable=True,
+        sparsity_agnostic=False,
+        extra_hyperparameters=0,
+        summary="learning-compression: growing decay of all but the top-K weights, then prune",
+    )
+    presets = _PRESETS
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.work: FlatBuffer | None = None
+        self.top: FlatBuffer | None = None
+        self.theta: FlatBuffer | None = None
+        self.keep = 0
+        # The C steps done so far (lc variant); the last one's mu is mu_0 * mu_growth ** (n - 1).
+        self.c_steps = 0
+
+    @classmethod
+    def validate(cls, cfg: RunConfig) -> None:
+        p = cfg.method.params
+        check(p.variant in VARIANTS, "method.variant", p.variant, "one of 'decay', 'lc'")
+        check(
+            p.wd_schedule in WD_SCHEDULES,
+            "method.wd_schedule",
+            p.wd_schedule,
+            "one of 'geometric', 'epoch'",
+        )
+        check(p.wd_start_factor > 0, "method.wd_start_factor", p.wd_start_factor, "a number > 0")
+        check(
+            p.wd_end_factor >= p.wd_start_factor,
+            "method.wd_end_factor",
+            p.wd_end_factor,
+            f"a number >= method.wd_start_factor = {p.wd_start_factor} (the decay grows)",
+        )
+        check(p.decay_growth >= 1, "method.decay_growth", p.decay_growth, "a number >= 1")
+        check(p.mu_0 > 0, "method.mu_0", p.mu_0, "a number > 0")
+        check(p.mu_growth >= 1, "method.mu_growth", p.mu_growth, "a number >= 1")
+        check(p.c_step_every >= 0, "method.c_step_every", p.c_step_every, "an integer >= 0")
+        if p.variant == "decay":
+            wd = cfg.optim.weight_decay
+            check(wd > 0, "optim.weight_decay", wd, "a number > 0 (LC's decay variant scales it)")
+        validate_pretrained(cfg)
+
+    def parent_config(self) -> RunConfig | None:
+        return pretrained_parent(self.cfg)
+
+    # ---------------------------------------------------------------- schedules
+    def decay_coefficient(self, step: int) -> float:
+        """wd_t: the decay of the non-top-K weights of P at global iteration ``step``."""
+        assert self.ctx is not None
+        p = self.params
+        if p.wd_schedule == "epoch":
+            factor = p.wd_start_factor * p.decay_growth ** (step // self.ctx.iters_per_epoch)
+        else:
+            last = max(self.total_epochs() * self.ctx.iters_per_epoch - 1, 1)
+            ratio = p.wd_end_factor / p.wd_start_factor
+            factor = p.wd_start_factor * ratio ** (step / last)
+        return self.cfg.optim.weight_decay * factor
+
+    def c_step_period(self) -> int:
+        """Iterations between two C steps (lc variant)."""
+        assert self.ctx is not None
+        return self.params.c_step_every or self.ctx.iters_per_epoch
+
+    def mu(self, step: int) -> float:
+        """The penalty coefficient mu of the L step at global iteration ``step`` (lc variant)."""
+        return self.params.mu_0 * self.params.mu_growth ** (step // self.c_step_period())
+
+    # ---------------------------------------------------------------- hooks
+    def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
+        super().setup(ctx, parent_state)
+        params = ctx.masks.params
+        self.keep = keep_count(ctx.masks, self.cfg.method.sparsity)
+        self.work = FlatBuffer(params)
+        self.top = FlatBuffer(params, dtype=torch.bool)
+        self.theta = FlatBuffer(params) if self.params.variant == "lc" else None
+        self.c_steps = 0
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        if self.params.variant == "lc":
+            return super().param_groups()
+        ctx = self.ctx
+        assert ctx is not None
+        # P is decayed by before_step only (and not at all in its top K).
+        prunable = {id(p) for p in ctx.masks.params}
+        others = [p for p in ctx.model.parameters() if id(p) not in prunable]
+        groups: list[dict[str, Any]] = [{"params": list(ctx.masks.params), "weight_decay": 0.0}]
+        if others:
+            groups.append({"params": others})
+        return groups
+
+    def before_step(self, step: int) -> None:
+        if self.params.variant == "decay":
+            self.decay_step(step)
+        else:
+            if step % self.c_step_period() == 0:
+                self.c_step()
+            self.penalty_step(step)
+
+    def finalize(self) -> None:
+        ctx = self.ctx
+        assert ctx is not None
+        masks = compute_masks("global", ctx.prunable, self.cfg.method.sparsity)
+        self.final_prune_with_stability(masks)
+        if self.params.variant == "decay":
+            last = self.total_epochs() * ctx.iters_per_epoch - 1
+            ctx.record["lc"] = {"final_decay": self.decay_coefficient(last)}
+        else:
+            mu = self.params.mu_0 * self.params.mu_growth ** max(self.c_steps - 1, 0)
+            ctx.record["lc"] = {"c_steps": self.c_steps, "final_mu": mu}
+
+    # ---------------------------------------------------------------- the steps
+    def decay_step(self, step: int) -> None:
+        """grad += wd_t w over the weights of P outside the K largest magnitudes."""
+        ctx = self.ctx
+        assert ctx is not None and self.work is not None and self.top is not None
+        params = ctx.masks.params
+        with torch.no_grad():
+            torch._foreach_copy_(self.work.views, params)
+            topk_mask_(self.work.flat.abs(), self.keep, self.top.flat)
+            self.work.flat.masked_fill_(self.top.flat, 0.0)
+            grads = [p.grad for p in params]
+            torch._foreach_add_(grads, self.work.views, alpha=self.decay_coefficient(step))
+
+    def c_step(self) -> None:
+        """theta = the projection of w onto its K largest magnitudes over P."""
+        ctx = self.ctx
+        assert ctx is not None and self.theta is not None and self.top is not None
+        with torch.no_grad():
+            torch._foreach_copy_(self.theta.views, ctx.masks.params)
+            topk_mask_(self.theta.flat.abs(), self.keep, self.top.flat)
+            self.theta.flat.masked_fill_(~self.top.flat, 0.0)
+        self.c_steps += 1
+
+    def penalty_step(self, step: int) -> None:
+        """grad += mu (w - theta): the gradient of mu/2 ||w - theta||^2 over P."""
+        ctx = self.ctx
+        assert ctx is not None and self.theta is not None
+        mu = self.mu(step)
+        params = ctx.masks.params
+        grads = [p.grad for p in params]
+        with torch.no_grad():
+            torch._foreach_add_(grads, params, alpha=mu)
+            torch._foreach_add_(grads, self.theta.views, alpha=-mu)
+
+    # ---------------------------------------------------------------- checkpointing
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        theta = self.theta.flat.detach().clone() if self.theta is not None else None
+        state.update({"theta": theta, "c_steps": self.c_steps})
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.c_steps = int(state["c_steps"])
+        if self.theta is not None:
+            self.theta.flat.copy_(state["theta"])

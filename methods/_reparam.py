@@ -1,0 +1,205 @@
+"""Shared machinery of STR, CS and DST: weights reparametrized by extra trainable parameters.
+
+Each prunable weight w of the set P gets a ``torch.nn.utils.parametrize`` parametrization (a
+:class:`WeightReparam`) that owns the method's extra parameters and computes the weight the
+layer uses, f(w). The original ``nn.Parameter`` object stays the trained tensor (it lives at
+``module.parametrizations.weight.original``), so the core's mask store and the optimizer keep
+referring to it, and the extra parameters are part of ``model.state_dict()``, so epoch
+checkpoints and resume need nothing else: ``setup`` builds the same structure again before the
+checkpoint is loaded.
+
+At the end of training :meth:`ReparamMethod.finalize` records the test accuracy of the
+reparametrized model, switches every parametrization to its final (hard) form, removes the
+parametrizations keeping the final weights (exact zeros where pruned), installs the zero
+pattern as the hard mask and records the test accuracy again (the pruning stability).
+
+A checkpoint written after ``finalize`` (during post-training fine-tuning) holds the plain
+model. ``setup`` cannot know that yet (the trainer loads the model's state before the method's),
+so a load-state-dict pre-hook on the model removes the parametrizations when the incoming state
+dict has the plain weight names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parametrize
+from torch.utils.hooks import RemovableHandle
+
+from benchmark.metrics import pruning_stability
+from benchmark.pruning import PRUNABLE_TYPES, MaskStore
+from methods.base import Method, TrainContext
+
+if TYPE_CHECKING:
+    from benchmark.config import RunConfig
+
+WEIGHT = "weight"
+
+
+class WeightReparam(nn.Module):
+    """A parametrization of one prunable weight: ``forward(w)`` is the weight the layer uses.
+
+    ``final`` switches ``forward`` to the form the pruned model keeps after training.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.final = False
+
+    def keep_mask(self, weight: Tensor) -> Tensor:
+        """The ``bool`` mask of the entries that would survive if training stopped now."""
+        raise NotImplementedError
+
+
+def owner_name(param_name: str) -> str:
+    """The module name of the prunable weight called ``param_name`` ('' for the root)."""
+    return param_name[: -len(WEIGHT)].rstrip(".")
+
+
+def _check_untied(model: nn.Module, params: list[nn.Parameter]) -> None:
+    """Raise if a prunable weight is shared by several layers (only one would be reparametrized)."""
+    ids = {id(p) for p in params}
+    owners: dict[int, int] = {}
+    for module in model.modules():
+        if isinstance(module, PRUNABLE_TYPES) and id(module.weight) in ids:
+            owners[id(module.weight)] = owners.get(id(module.weight), 0) + 1
+    tied = [k for k, n in owners.items() if n > 1]
+    if tied:
+        raise ValueError("STR, CS and DST do not support weights shared by several layers")
+
+
+class ReparamMethod(Method):
+    """Base of the methods whose extra parameters reparametrize every prunable weight.
+
+    Subclasses define :meth:`make_reparam` and whether weight decay applies to the extra
+    parameters (``decay_extra``); the weights, biases and batch-norm parameters always get the
+    run's weight decay, once.
+    """
+
+    decay_extra: ClassVar[bool] = True
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.reparams: list[WeightReparam] = []
+        self.owners: list[nn.Module] = []
+        self._hook: RemovableHandle | None = None
+
+    # ---------------------------------------------------------------- what subclasses define
+    def make_reparam(self, weight: nn.Parameter) -> WeightReparam:
+        """The parametrization of ``weight`` with freshly initialised extra parameters."""
+        raise NotImplementedError
+
+    def before_final(self) -> None:
+        """Called right before the final pruning step (e.g. to set the final temperature)."""
+
+    # ---------------------------------------------------------------- setup
+    def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
+        super().setup(ctx, parent_state)
+        _check_untied(ctx.model, ctx.masks.params)
+        for name, param in ctx.prunable:
+            module = ctx.model.get_submodule(owner_name(name))
+            reparam = self.make_reparam(param)
+            parametrize.register_parametrization(module, WEIGHT, reparam)
+            # The trained tensor must stay the object the mask store and optimizer refer to.
+            if module.parametrizations.weight.original is not param:
+                raise RuntimeError(f"parametrizing {name} replaced its parameter object")
+            self.reparams.append(reparam)
+            self.owners.append(module)
+        self._hook = ctx.model.register_load_state_dict_pre_hook(self._on_load)
+
+    def extra_parameters(self) -> list[nn.Parameter]:
+        """The method's extra parameters, in a fixed order."""
+        return [p for r in self.reparams for p in r.parameters()]
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        assert self.ctx is not None
+        extra = self.extra_parameters()
+        extra_ids = {id(p) for p in extra}
+        base = [p for p in self.ctx.model.parameters() if id(p) not in extra_ids]
+        if not extra:  # an empty prunable set: nothing to add
+            return [{"params": base}]
+        group: dict[str, Any] = {"params": extra}
+        if not self.decay_extra:
+            group["weight_decay"] = 0.0
+        return [{"params": base}, group]
+
+    # ---------------------------------------------------------------- hooks
+    def on_epoch_end(self, epoch: int) -> bool:
+        assert self.ctx is not None
+        # The zero pattern emerges from training; the core's masks stay all-ones until the end.
+        self.ctx.record.setdefault("emergent_sparsity", []).append(self.emergent_sparsity())
+        return False
+
+    def current_sparsity(self) -> float:
+        """The sparsity over P the model would have if training stopped now (one host sync)."""
+        return self.emergent_sparsity()
+
+    def emergent_sparsity(self) -> float:
+        """The sparsity over P the model would have if training stopped now (one host sync)."""
+        assert self.ctx is not None
+        total = self.ctx.masks.num_prunable()
+        if not self.reparams or total == 0:
+            return self.ctx.masks.sparsity()
+        with torch.no_grad():
+            kept = torch.stack(
+                [
+                    r.keep_mask(p).sum()
+                    for r, p in zip(self.reparams, self.ctx.masks.params, strict=True)
+                ]
+            ).sum()
+        return 1.0 - int(kept) / total
+
+    def finalize(self) -> None:
+        """Record accuracy, make the final weights plain with exact zeros, record it again."""
+        ctx = self.ctx
+        assert ctx is not None
+        self.before_final()
+        before = ctx.evaluate("test")["top1"]
+        self.remove_parametrizations(leave_parametrized=True)
+        masks = [p.detach() != 0 for p in ctx.masks.params]
+        self.hard_prune(masks)
+        after = ctx.evaluate("test")["top1"]
+        ctx.record["stability"] = {
+            "acc_before": before,
+            "acc_after": after,
+            "pruning_stability": pruning_stability(before, after),
+        }
+
+    # ---------------------------------------------------------------- removing
+    def remove_parametrizations(self, leave_parametrized: bool) -> None:
+        """Make the model plain again; with ``leave_parametrized`` keep the final weights."""
+        ctx = self.ctx
+        assert ctx is not None
+        for reparam in self.reparams:
+            reparam.final = True
+        for module in self.owners:
+            parametrize.remove_parametrizations(module, WEIGHT, leave_parametrized)
+        self.reparams, self.owners = [], []
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        _point_masks_at_weights(ctx)
+
+    def _on_load(
+        self, module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_: Any
+    ) -> None:
+        """Load-state-dict pre-hook: a plain (finalized) checkpoint removes the parametrizations."""
+        assert self.ctx is not None
+        if self.reparams and prefix + self.ctx.masks.names[0] in state_dict:
+            self.remove_parametrizations(leave_parametrized=False)
+
+
+def _point_masks_at_weights(ctx: TrainContext) -> None:
+    """Make sure the mask store holds the modules' final weight parameters.
+
+    ``remove_parametrizations`` restores the original parameter objects, so this is a check; if
+    a torch version ever swapped them, the store is rebuilt over the new parameters.
+    """
+    current = [ctx.model.get_submodule(owner_name(n)).weight for n in ctx.masks.names]
+    if all(a is b for a, b in zip(current, ctx.masks.params, strict=True)):
+        return
+    store = MaskStore(list(zip(ctx.masks.names, current, strict=True)))
+    store.update(ctx.masks.masks)
+    ctx.masks = store

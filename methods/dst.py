@@ -1,0 +1,184 @@
+"""Dynamic Sparse Training (DST; Liu et al. 2020).
+
+Every output channel (convolution filter, linear unit) of every prunable layer gets a trainable
+threshold t, initialised to 0. The layer uses the weight w * step(|w| - t), with step(x) = 1 for
+x > 0 and 0 otherwise; its derivative is estimated (straight through) by the long-tailed
+
+    step'(x) = 2 - 4|x| for |x| <= 0.4,   0.4 for 0.4 < |x| <= 1,   0 for |x| > 1,
+
+so gradients reach both the weights and the thresholds. The loss adds alpha sum(exp(-t)) over
+all thresholds (alpha = ``method.alpha``), which pushes the thresholds up. A layer whose
+density falls to 1% or below has all its thresholds reset to 0; as in the authors' code the
+check runs at every use of the weight (every forward pass, before the mask is computed), so
+the collapsed mask is never used. Resets are counted (``threshold_resets`` in the record).
+
+The sparsity is not specified: it emerges from alpha, so ``method.sparsity`` is ignored
+(``info.sparsity_specifiable`` is False). The forward pass already uses the hard mask, so the
+final step changes nothing (pruning stable); the per-epoch sparsity is recorded as
+``emergent_sparsity``.
+
+Weight decay applies once: to the weights (and the other model parameters) with the run's
+``optim.weight_decay``, not to the thresholds (the alpha term is their regulariser).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from benchmark.config import RunConfig, check
+from methods._reparam import ReparamMethod, WeightReparam
+from methods.base import MethodInfo, register_method
+
+# A layer keeping at most this percentage of its entries has its thresholds reset.
+COLLAPSE_PERCENT = 1
+
+
+class LongTailStep(torch.autograd.Function):
+    """step(x) = [x > 0] forward; the long-tailed straight-through derivative backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return step_derivative(x).mul_(grad)
+
+
+def step_derivative(x: Tensor) -> Tensor:
+    """2 - 4|x| for |x| <= 0.4, 0.4 for 0.4 < |x| <= 1, 0 beyond."""
+    a = x.abs()
+    # 2 - 4|x| >= 0.4 exactly when |x| <= 0.4, so the clamp gives the two inner pieces at once;
+    # in-place ops on the fresh tensor save allocations in every backward pass.
+    return a.mul(-4.0).add_(2.0).clamp_(min=0.4).masked_fill_(a > 1, 0.0)
+
+
+class ChannelThreshold(WeightReparam):
+    """w * step(|w| - t) with one trainable threshold t per output channel."""
+
+    def __init__(self, like: Tensor) -> None:
+        super().__init__()
+        self.threshold = nn.Parameter(
+            torch.zeros(like.shape[0], dtype=like.dtype, device=like.device)
+        )
+        self.register_buffer("resets", torch.zeros((), dtype=torch.long, device=like.device))
+        self.shape = (-1,) + (1,) * (like.dim() - 1)
+        # density <= 1% means kept * 100 <= numel, i.e. kept <= floor(numel / 100) (integers).
+        self.collapse_at = COLLAPSE_PERCENT * like.numel() // 100
+
+    def reset_if_collapsed(self, magnitude: Tensor) -> None:
+        """Set the thresholds to 0 where the layer keeps <= 1% of its entries (no host sync)."""
+        with torch.no_grad():
+            kept = (magnitude > self.threshold.view(self.shape)).sum()
+            collapsed = kept <= self.collapse_at
+            self.threshold.masked_fill_(collapsed, 0.0)
+            self.resets += collapsed
+
+    def forward(self, weight: Tensor) -> Tensor:
+        """The hard-masked weight (also the final weight)."""
+        magnitude = weight.abs()
+        self.reset_if_collapsed(magnitude)
+        mask = LongTailStep.apply(magnitude - self.threshold.view(self.shape))
+        return weight * mask
+
+    def keep_mask(self, weight: Tensor) -> Tensor:
+        return weight.abs() > self.threshold.view(self.shape)
+
+
+DST_INFO = MethodInfo(
+    sparsity_specifiable=False,
+    pruning_stable=True,
+    sparsity_agnostic=False,
+    extra_hyperparameters=1,
+    summary="dynamic sparse training: trainable per-channel thresholds, straight-through step",
+)
+
+
+@dataclass
+class DSTParams:
+    """Hyperparameters of DST: ``alpha`` weighs the threshold penalty sum(exp(-t))."""
+
+    alpha: float = 5e-5
+
+
+# The paper's grids (Appendix B.3); CIFAR-100 and ImageNet add a linear schedule to the stepped
+# original one, as for every method.
+_ALPHA_CIFAR = [5e-6, 1e-5, 5e-5, 1e-4, 5e-4]
+
+
+@register_method
+class DST(ReparamMethod):
+    """DST: hard masks from trainable per-channel thresholds, trained through a long-tailed STE."""
+
+    name = "dst"
+    Params = DSTParams
+    info = DST_INFO
+    decay_extra = False
+    presets: dict[str, dict[str, Any]] = {
+        "cifar10": {
+            "alpha": _ALPHA_CIFAR,
+            "optim.weight_decay": [1e-4, 5e-4, 1e-3, 5e-3],
+            "schedule.lr": [0.05, 0.1, 0.15, 0.2],
+        },
+        "cifar10-extended": {
+            "alpha": [1e-7, 5e-7, 1e-6],
+            "optim.weight_decay": [0.0, 1e-4],
+            "schedule.lr": [0.05, 0.1, 0.15, 0.2],
+        },
+        "cifar100": {
+            "alpha": _ALPHA_CIFAR,
+            "optim.weight_decay": [1e-4, 2e-4, 5e-4],
+            "schedule.lr": [0.05, 0.1, 0.15],
+            "schedule.name": ["stepped", "linear"],
+        },
+        "cifar100-extended": {
+            "alpha": [1e-6, 3e-6, 8e-6, 3e-5, 8e-5, 2e-4, 3e-4, 4e-4]
+            + [5e-4, 6e-4, 7e-4, 8e-4, 9e-4, 1e-3],
+            "optim.weight_decay": [1e-4, 2e-4, 5e-4],
+            "schedule.lr": [0.05, 0.1, 0.15],
+            "schedule.name": ["stepped", "linear"],
+        },
+        "imagenet": {
+            "alpha": [1e-7, 5e-7, 1e-6, 2e-6, 5e-6, 8e-6, 1e-5, 1e-4],
+            "optim.weight_decay": [1e-4, 1e-5],
+            "schedule.name": ["stepped", "linear"],
+        },
+    }
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.thresholds: list[nn.Parameter] = []
+
+    @classmethod
+    def validate(cls, cfg: RunConfig) -> None:
+        alpha = cfg.method.params.alpha
+        check(math.isfinite(alpha) and alpha >= 0, "method.alpha", alpha, "a finite number >= 0")
+
+    def make_reparam(self, weight: nn.Parameter) -> WeightReparam:
+        reparam = ChannelThreshold(weight)
+        self.thresholds.append(reparam.threshold)
+        return reparam
+
+    def extra_loss(self, step: int) -> Tensor | None:
+        if self.params.alpha == 0 or not self.thresholds:
+            return None
+        return self.params.alpha * penalty(self.thresholds)
+
+    def finalize(self) -> None:
+        resets = [r.resets for r in self.reparams if isinstance(r, ChannelThreshold)]
+        super().finalize()
+        assert self.ctx is not None
+        self.ctx.record["threshold_resets"] = int(sum(int(n) for n in resets))
+        self.thresholds = []
+
+
+def penalty(thresholds: list[Tensor]) -> Tensor:
+    """sum(exp(-t)) over all thresholds of all layers."""
+    return torch.exp(-torch.cat(thresholds)).sum()

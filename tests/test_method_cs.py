@@ -1,0 +1,177 @@
+"""CS: temperature schedule, soft-mask forward weight, L1 term, hard final mask, resume."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import comparable, run_interrupted, run_uninterrupted, tiny_config
+from torch import nn
+from torch.nn.utils import parametrize
+
+from benchmark.checkpoint import load_checkpoint
+from benchmark.config import RunConfig
+from benchmark.errors import ConfigError
+from benchmark.models import build_model
+from benchmark.runner import execute
+from benchmark.store import Store
+from benchmark.trainer import Trainer
+from methods.cs import CS, SoftMask, temperature_at
+
+
+def cs_config(tmp: Path, *overrides: str) -> RunConfig:
+    """A tiny CS run on digits (3 epochs)."""
+    return tiny_config(tmp / "runs", "method.name='cs'", "budget.epochs=3", *overrides)
+
+
+def test_temperature_grows_exponentially_from_one_to_final() -> None:
+    assert temperature_at(0, 100, 300.0) == 1.0
+    assert temperature_at(25, 100, 300.0) == pytest.approx(4.16179145)  # 300^(1/4)
+    assert temperature_at(50, 100, 300.0) == pytest.approx(17.32050808)  # sqrt(300)
+    assert temperature_at(100, 100, 300.0) == pytest.approx(300.0)
+    assert temperature_at(3, 4, 16.0) == pytest.approx(8.0)
+
+
+def test_method_sets_the_temperature_of_each_iteration(tmp_path: Path) -> None:
+    trainer = Trainer(cs_config(tmp_path, "method.temperature=500.0"))
+    method: CS = trainer.method  # type: ignore[assignment]
+    ipe = trainer.ipe
+    assert method.total_iters == 3 * ipe
+    assert trainer.fit(stop_after=1) is None
+    # The last forward pass of epoch 1 was iteration ipe - 1 (ipe - 1 iterations done before it).
+    assert float(method.beta) == pytest.approx(500.0 ** ((ipe - 1) / (3 * ipe)), rel=1e-6)
+    # The layers read the shared temperature.
+    assert all(r.beta is method.beta for r in method.reparams)
+    method.before_forward(2 * ipe)
+    assert float(method.reparams[0].beta) == pytest.approx(500.0 ** (2 / 3), rel=1e-6)
+
+
+def test_forward_weight_is_softly_masked() -> None:
+    beta = torch.tensor(2.0)
+    w = torch.tensor([1.0, 2.0, -3.0])
+    reparam = SoftMask(0.0, beta, w)
+    with torch.no_grad():
+        reparam.logits.copy_(torch.tensor([-1.0, 0.0, 0.5]))
+    # w sigmoid(2 m) / sigmoid(0) = 2 w (sigmoid(-2), sigmoid(0), sigmoid(1))
+    expected = torch.tensor([2 * 0.11920292, 2.0, -6 * 0.73105858])
+    assert torch.allclose(reparam(w), expected, atol=1e-6)
+    # The final form: w [m > 0] / sigmoid(s0); m = 0 is pruned.
+    reparam.final = True
+    assert torch.equal(reparam(w), torch.tensor([0.0, 0.0, -6.0]))
+
+
+def test_training_starts_from_the_unmasked_network() -> None:
+    w = torch.randn(4, 3, generator=torch.Generator().manual_seed(1))
+    for s0 in (-0.3, 0.0, 0.25):
+        reparam = SoftMask(s0, torch.tensor(1.0), w)
+        assert torch.allclose(reparam(w), w, atol=1e-6)
+
+
+def test_l1_term_is_lambda_times_the_sum_of_the_gates(tmp_path: Path) -> None:
+    trainer = Trainer(cs_config(tmp_path, "method.l1=1e-3", "method.mask_init=-0.2"))
+    method: CS = trainer.method  # type: ignore[assignment]
+    method.before_forward(7)
+    trainer.model(trainer.data.example_batch())
+    beta = temperature_at(7, method.total_iters, 300.0)
+    n = trainer.ctx.masks.num_prunable()
+    expected = 1e-3 * n / (1 + math.exp(0.2 * beta))  # every logit is still s0 = -0.2
+    loss = method.extra_loss(7)
+    assert loss is not None and float(loss.detach()) == pytest.approx(expected, rel=1e-5)
+    loss.backward()
+    assert all(r.logits.grad is not None for r in method.reparams)
+
+
+def test_weight_decay_applies_once_not_to_the_logits(tmp_path: Path) -> None:
+    trainer = Trainer(cs_config(tmp_path))
+    method: CS = trainer.method  # type: ignore[assignment]
+    base, logits = trainer.optimizer.param_groups
+    assert base["weight_decay"] == 5e-4 and logits["weight_decay"] == 0.0
+    assert [id(p) for p in logits["params"]] == [id(r.logits) for r in method.reparams]
+    in_base = {id(p) for p in base["params"]}
+    assert all(id(p) in in_base for p in trainer.ctx.masks.params)
+    assert len(in_base) + len(logits["params"]) == len(list(trainer.model.parameters()))
+
+
+def test_final_weights_use_the_hard_mask_and_model_is_plain(tmp_path: Path) -> None:
+    cfg = cs_config(tmp_path, "method.mask_init=0.05", "method.l1=1e-4")
+    trainer = Trainer(cfg)
+    assert trainer.fit(stop_after=3) is None
+    method: CS = trainer.method  # type: ignore[assignment]
+    scale = 1 + math.exp(-0.05)
+    with torch.no_grad():
+        expected = [
+            p * (r.logits > 0) * scale
+            for r, p in zip(method.reparams, trainer.ctx.masks.params, strict=True)
+        ]
+    metrics = trainer.fit()
+    assert metrics is not None
+    assert not any(parametrize.is_parametrized(m) for m in trainer.model.modules())
+    layers = [m for m in trainer.model.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+    for layer, param, exp in zip(layers, trainer.ctx.masks.params, expected, strict=True):
+        assert type(layer) in (nn.Conv2d, nn.Linear) and layer.weight is param
+        assert torch.equal(param.detach(), exp)
+    assert 0 < metrics["sparsity"] < 1
+    assert trainer.ctx.masks.sparsity() == pytest.approx(metrics["sparsity"], abs=1e-12)
+    stability = metrics["stability"]
+    assert set(stability) == {"acc_before", "acc_after", "pruning_stability"}
+    assert float(method.beta) == pytest.approx(300.0)  # soft mask of "before" at beta_final
+
+
+def test_end_to_end_run_stores_a_plain_sparse_model(tmp_path: Path) -> None:
+    cfg = cs_config(tmp_path, "method.mask_init=-0.05")
+    record = execute(cfg)
+    metrics = record["metrics"]
+    weights = load_checkpoint(Store(cfg.output.dir).weights_path(cfg.run_id))
+    assert set(weights) == set(build_model(cfg.model.name, 10, (1, 8, 8)).state_dict())
+    prunable = [w for w in weights.values() if w.dim() >= 2]
+    n = sum(w.numel() for w in prunable)
+    zeros = sum(int((w == 0).sum()) for w in prunable)
+    assert zeros == n - metrics["nonzero_prunable"] and zeros > 0
+    # The fraction of logits <= 0 after the last epoch is the final sparsity.
+    assert metrics["emergent_sparsity"][-1] == pytest.approx(zeros / n, abs=1e-12)
+
+
+def test_resume_is_exact(tmp_path: Path) -> None:
+    cfg = cs_config(tmp_path, "method.l1=1e-4")
+    assert comparable(run_interrupted(cfg, 1, tmp_path)) == comparable(run_uninterrupted(cfg))
+
+
+def test_resume_after_finalize_during_finetuning(tmp_path: Path) -> None:
+    cfg = cs_config(tmp_path, "budget.epochs=2", "finetune.epochs=2", "method.l1=1e-4")
+    assert comparable(run_interrupted(cfg, 3, tmp_path)) == comparable(run_uninterrupted(cfg))
+
+
+def test_info_and_presets() -> None:
+    assert not CS.info.sparsity_specifiable and CS.info.pruning_stable
+    assert CS.info.extra_hyperparameters == 3
+    assert {"cifar10", "cifar100", "imagenet"} <= set(CS.presets)
+    assert CS.presets["cifar10"]["temperature"] == [300.0]
+    assert CS.presets["cifar100"]["temperature"] == [500.0]
+    assert len(CS.presets["cifar10"]["mask_init"]) == len(CS.presets["cifar100"]["mask_init"]) == 11
+    assert CS.presets["cifar100"]["l1"] == [1e-9, 1e-8, 1e-7]
+
+
+@pytest.mark.parametrize("preset", sorted(CS.presets))
+def test_every_preset_value_is_a_valid_setting(tmp_path: Path, preset: str) -> None:
+    for key, values in CS.presets[preset].items():
+        dotted = key if "." in key else f"method.{key}"
+        for value in values:
+            cs_config(tmp_path, f"{dotted}={value!r}")
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("method.temperature=0.5", "method.temperature"),
+        ("method.temperature=inf", "method.temperature"),
+        ("method.l1=-1e-8", "method.l1"),
+        ("method.l1=nan", "method.l1"),
+        ("method.mask_init=inf", "method.mask_init"),
+    ],
+)
+def test_invalid_hyperparameters_name_the_field(tmp_path: Path, override: str, field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        cs_config(tmp_path, override)
+    assert err.value.field == field

@@ -260,7 +260,10 @@ class Trainer:
             record["val"] = self.evaluate("val")
         if stats["cycle_end"]:
             record["test"] = self.evaluate("test")
-        record["sparsity"] = self.ctx.masks.sparsity()
+        in_method = epoch < self.method_epochs and not self.state.finalized
+        record["sparsity"] = (
+            self.method.current_sparsity() if in_method else self.ctx.masks.sparsity()
+        )
         return record
 
     def _finalize(self) -> None:

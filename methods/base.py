@@ -137,6 +137,11 @@ class Method:
         """Called after the last iteration of ``epoch``; True when a prune-retrain cycle ended."""
         return False
 
+    def current_sparsity(self) -> float:
+        """Sparsity over P of the network as trained right now (for the per-epoch history)."""
+        assert self.ctx is not None
+        return self.ctx.masks.sparsity()
+
     def finalize(self) -> None:
         """The final hard prune (and its pruning-stability measurement), after training."""
 

@@ -366,6 +366,26 @@ class BIMP(_PruneRetrain):
     name = "bimp"
     Params = BIMPParams
     budget_fields = frozenset({"epochs", "initial_epochs", "cycles"})
+    # The paper's grids (Appendix B.3): T0 and the number of equal-length cycles, plus the
+    # weight decay and initial learning rate tuned for every method.
+    presets = {
+        "cifar10": {
+            "budget.initial_epochs": [20, 60, 100],
+            "budget.cycles": [1, 2, 3],
+            "optim.weight_decay": [1e-4, 5e-4, 1e-3, 5e-3],
+            "schedule.lr": [0.05, 0.1, 0.15, 0.2],
+        },
+        "cifar100": {
+            "budget.initial_epochs": [20, 60, 100],
+            "budget.cycles": [1, 2, 3, 4],
+            "optim.weight_decay": [1e-4, 2e-4, 5e-4],
+            "schedule.lr": [0.05, 0.1, 0.15],
+        },
+        "imagenet": {
+            "budget.initial_epochs": [60, 75],
+            "budget.cycles": [1, 2, 3],
+        },
+    }
     # As in the paper's overview table: T0 is its one extra hyperparameter, and as one budgeted
     # run it is listed as pruning stable and not sparsity agnostic.
     info = MethodInfo(

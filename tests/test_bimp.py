@@ -245,3 +245,19 @@ def test_retraining_weight_decay_grid_shares_one_parent(tmp_path: Path) -> None:
     assert parent["config"]["optim"]["weight_decay"] == 5e-4
     with pytest.raises(Exception, match="method.parent_weight_decay"):
         tiny_config(store, *common[:-1], "method.parent_weight_decay=-1.0")
+
+
+def test_bimp_presets_are_the_papers_grids_and_valid(tmp_path: Path) -> None:
+    import itertools
+
+    from methods import get_method
+
+    presets = get_method("bimp").presets
+    assert presets["cifar10"]["budget.initial_epochs"] == [20, 60, 100]
+    assert presets["cifar100"]["budget.cycles"] == [1, 2, 3, 4]
+    grid = presets["imagenet"]
+    for t0, j in itertools.product(grid["budget.initial_epochs"], grid["budget.cycles"]):
+        cfg = tiny_config(
+            tmp_path, "budget.epochs=90", f"budget.initial_epochs={t0}", f"budget.cycles={j}"
+        )
+        assert cfg.budget.initial_epochs == t0

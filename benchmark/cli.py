@@ -28,7 +28,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    from benchmark import schedule_cli
+    from benchmark import experiments_cli, launch_cli, schedule_cli
 
     parser = argparse.ArgumentParser(
         prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     fake.add_argument("--signal", type=float, default=0.5, help="class signal in [0, 1) (CIFAR)")
 
     schedule_cli.add_parser(sub)
+    experiments_cli.add_parsers(sub)
+    launch_cli.add_parsers(sub)
     return parser
 
 
@@ -219,6 +221,18 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return schedule_cli.run(args)
 
 
+def _experiment_commands() -> dict[str, Any]:
+    from benchmark import experiments_cli
+
+    return experiments_cli.COMMANDS
+
+
+def _launch_commands() -> dict[str, Any]:
+    from benchmark import launch_cli
+
+    return launch_cli.COMMANDS
+
+
 COMMANDS = {
     "run": cmd_run,
     "demo": cmd_demo,
@@ -226,6 +240,8 @@ COMMANDS = {
     "show": cmd_show,
     "schedule": cmd_schedule,
     "fake-data": cmd_fake_data,
+    **_experiment_commands(),
+    **_launch_commands(),
 }
 
 

@@ -1,0 +1,35 @@
+"""The paper's tables and figures as experiment specs, registered by id (the paper's labels).
+
+Every module of this package named ``tab_*`` or ``fig_*`` defines ``SPEC`` or ``SPECS``; importing
+the package registers them all in :data:`EXPERIMENTS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from benchmark.experiments.base import Experiment, PlannedRun, Scale, TableLayout
+from benchmark.registry import Registry
+
+EXPERIMENTS: Registry[Experiment] = Registry("experiment")
+
+
+def _register_all() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith(("tab_", "fig_")):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        specs = getattr(module, "SPECS", None) or (module.SPEC,)
+        for spec in specs:
+            EXPERIMENTS.add(spec.id, spec)
+
+
+def get_experiment(experiment_id: str) -> Experiment:
+    """The spec registered as ``experiment_id`` (ConfigError listing the ids otherwise)."""
+    return EXPERIMENTS.get(experiment_id, "experiment id")
+
+
+_register_all()
+
+__all__ = ["EXPERIMENTS", "Experiment", "PlannedRun", "Scale", "TableLayout", "get_experiment"]

@@ -1,0 +1,221 @@
+"""What an experiment spec is: planned runs tagged with their table cell, and a table layout.
+
+A spec never reads results: it lists the runs a table or figure needs (:class:`PlannedRun`,
+each tagged with the cell it feeds and its tuned configuration) at a given scale, and for tables
+how the cells are laid out (:class:`TableLayout`). Selection, aggregation and rendering live in
+``benchmark.tables``; figures in ``benchmark.plots``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from benchmark.config import RunConfig, config_from_dict, validate
+from benchmark.errors import ConfigError
+
+Scale = Literal["smoke", "paper"]
+SCALES: tuple[Scale, ...] = ("smoke", "paper")
+# Columns of a plan frame; (section, row, goal sparsity, budget, x) is the cell a run feeds.
+CELL = ["section", "row", "goal", "budget", "x"]
+PLAN_COLUMNS = ["run_id", *CELL, "tuned", "seed", "method"]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run a spec needs, tagged with the cell it feeds.
+
+    ``sparsity`` is the goal sparsity column in percent, or None for methods whose sparsity is
+    not specifiable (their column follows from the achieved sparsity). ``x`` is a figure's
+    abscissa (e.g. total retraining epochs); 0 in tables. ``tuned`` names the configuration
+    selected over (everything but the seed): runs differing only in the seed share it.
+    """
+
+    cfg: RunConfig
+    section: str
+    row: str
+    sparsity: float | None
+    budget: str = ""
+    x: float = 0.0
+    tuned: str = ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Dataset, model and original training of one row of the paper's training-setup table."""
+
+    name: str
+    data: Mapping[str, Any]
+    model: str
+    epochs: int
+    schedule: Mapping[str, Any]
+    weight_decays: tuple[float, ...]
+    seeds: tuple[int, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def base(self, store: Path | str) -> dict[str, Any]:
+        """The nested config dict shared by every run on this problem (no method, no budget)."""
+        out: dict[str, Any] = {
+            "data": dict(self.data),
+            "model": {"name": self.model},
+            "schedule": dict(self.schedule),
+            "output": {"dir": str(store)},
+        }
+        for section, values in self.extra.items():
+            out.setdefault(section, {}).update(values)
+        return out
+
+
+def make_config(base: Mapping[str, Any], values: Mapping[str, Any]) -> RunConfig:
+    """A copy of ``base`` with dotted ``values`` (``"method.sparsity": 0.9``, ``"seed": 1``)
+    set; parsed and validated."""
+    data = copy.deepcopy(dict(base))
+    for key, value in values.items():
+        *sections, name = key.split(".")
+        node = data
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = value
+    cfg = config_from_dict(data)
+    validate(cfg)
+    return cfg
+
+
+def product(grid: Mapping[str, Iterable[Any]]) -> Iterator[dict[str, Any]]:
+    """Every combination of a ``{key: values}`` grid, as dicts (one dict for an empty grid)."""
+    keys = list(grid)
+    for values in itertools.product(*(list(grid[k]) for k in keys)):
+        yield dict(zip(keys, values, strict=True))
+
+
+def tuned_key(values: Mapping[str, Any]) -> str:
+    """A short stable name of a tuned configuration, e.g. ``optim.weight_decay=0.0005``."""
+    return ",".join(f"{k}={values[k]!r}" for k in sorted(values))
+
+
+_BUDGET_RE = re.compile(r"^(?:(\d+)x)?(\d+(?:\.\d+)?)%$")
+
+
+def parse_budget(label: str, original_epochs: int) -> tuple[int, int]:
+    """``'2x2.5%'`` of T original epochs -> (cycles, retraining epochs per cycle), at least 1."""
+    match = _BUDGET_RE.match(label)
+    if match is None:
+        raise ConfigError("budget", label, "a label like '5%' or '2x2.5%'")
+    cycles = int(match.group(1) or 1)
+    epochs = max(1, round(float(match.group(2)) * original_epochs / 100))
+    return cycles, epochs
+
+
+@dataclass(frozen=True)
+class Block:
+    """A header (goal sparsities) over groups of rows; groups are separated by a rule."""
+
+    sparsities: tuple[float, ...]
+    groups: tuple[tuple[str, tuple[str, ...]], ...]
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """Rows, column groups (sparsity, then budget) and sub-columns (metrics) of a table.
+
+    ``per_row`` columns (e.g. images/s) hold one value per row, before the sparsity groups.
+    Highlights (first/second/third) rank ``highlight_metric`` per column within each section of
+    ``ranked_sections`` (None: every section).
+    """
+
+    blocks: tuple[Block, ...]
+    budgets: tuple[str, ...] = ("",)
+    metrics: tuple[str, ...] = ("accuracy",)
+    per_row: tuple[str, ...] = ()
+    ranked_sections: tuple[str, ...] | None = None
+    highlight_metric: str = "accuracy"
+
+    def ranked(self, section: str) -> bool:
+        """Whether the rows of ``section`` take part in the highlighting."""
+        return self.ranked_sections is None or section in self.ranked_sections
+
+
+class Experiment:
+    """A table or figure of the paper: which runs it needs at each scale and how it is shown."""
+
+    id: str = ""
+    kind: Literal["table", "figure"] = "table"
+    description: str = ""
+    # The figure function of benchmark.plots that draws it (tables may have one too).
+    plot: str | None = None
+    # Whether CI reproduces it at smoke scale.
+    ci: bool = False
+
+    def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
+        """The runs this experiment needs at ``scale``, writing into ``store``."""
+        raise NotImplementedError
+
+    def layout(self, scale: Scale) -> TableLayout | None:
+        """The table layout at ``scale`` (None for figures without a table)."""
+        return None
+
+    @property
+    def paper_table(self) -> str | None:
+        """The id of the paper's own numbers in results/paper, when the paper has a table."""
+        from benchmark.paper_numbers import list_paper_tables
+
+        return self.id if self.id in list_paper_tables() else None
+
+    def plan(self, scale: Scale, store: Path | str) -> pd.DataFrame:
+        """:meth:`runs` as a frame (one row per run: run id, cell, tuned configuration, seed)."""
+        return plan_frame(self.runs(scale, store))
+
+
+def plan_frame(runs: Iterable[PlannedRun]) -> pd.DataFrame:
+    """Planned runs as a frame with :data:`PLAN_COLUMNS`; a run listed twice is kept once."""
+    rows = [
+        {
+            "run_id": r.cfg.run_id,
+            "section": r.section,
+            "row": r.row,
+            "goal": float("nan") if r.sparsity is None else float(r.sparsity),
+            "budget": r.budget,
+            "x": float(r.x),
+            "tuned": r.tuned,
+            "seed": r.cfg.seed,
+            "method": r.cfg.method.name,
+        }
+        for r in runs
+    ]
+    frame = pd.DataFrame(rows, columns=PLAN_COLUMNS)
+    return frame.drop_duplicates(subset=[*CELL, "run_id"], ignore_index=True)
+
+
+def unique_configs(runs: Iterable[PlannedRun]) -> list[RunConfig]:
+    """The distinct configs of ``runs`` (a dense reference feeds several cells), in order."""
+    seen: dict[str, RunConfig] = {}
+    for r in runs:
+        seen.setdefault(r.cfg.run_id, r.cfg)
+    return list(seen.values())
+
+
+def registered(method: str) -> bool:
+    """Whether ``method`` is registered now (other methods are skipped, their cells missing)."""
+    from methods import METHODS, load_methods
+
+    load_methods()
+    return method in METHODS
+
+
+def unknown_params(method: str, values: Iterable[str]) -> list[str]:
+    """The dotted ``method.*`` keys of ``values`` that registered ``method`` does not declare."""
+    from benchmark.config import METHOD_COMMON_KEYS
+    from methods import get_method
+
+    known = {f.name for f in dataclasses.fields(get_method(method).Params)}
+    known |= set(METHOD_COMMON_KEYS)
+    return [k for k in values if k.startswith("method.") and k.split(".", 1)[1] not in known]

@@ -1,0 +1,49 @@
+"""Pruning selection criteria (Global, Uniform, Uniform+, ERK, LAMP) with FT and SLR."""
+
+import dataclasses
+
+from benchmark.experiments.figure_specs import CriteriaGrid, SelectionCriteriaFigure
+from benchmark.experiments.problems import RESNET50_IMAGENET, RESNET56_CIFAR10, SMOKE, WRN_CIFAR100
+
+CRITERIA = ("global", "uniform", "uniform+", "erk", "lamp")
+SCHEDULES = ("FT", "SLR")
+SPARSITIES = (50.0, 70.0, 80.0, 90.0, 95.0, 98.0, 99.0)
+SMOKE_GRID = CriteriaGrid(SMOKE, (50, 80, 90), CRITERIA, SCHEDULES, 2)
+
+CIFAR10 = SelectionCriteriaFigure(
+    "appendix-confidence-cifar10-oneshot",
+    "ResNet-56/CIFAR-10 One Shot: selection criteria, sparsity/speedup vs accuracy",
+    smoke=SMOKE_GRID,
+    paper=CriteriaGrid(
+        dataclasses.replace(RESNET56_CIFAR10, weight_decays=(1e-4, 5e-4, 1e-3), seeds=(0, 1, 2)),
+        SPARSITIES,
+        CRITERIA,
+        SCHEDULES,
+        30,
+    ),
+)
+CIFAR100 = SelectionCriteriaFigure(
+    "appendix-confidence-cifar100-oneshot",
+    "WRN-28-10/CIFAR-100 One Shot: selection criteria, sparsity/speedup vs accuracy",
+    smoke=SMOKE_GRID,
+    paper=CriteriaGrid(
+        dataclasses.replace(WRN_CIFAR100, weight_decays=(1e-4,), seeds=(0, 1, 2)),
+        SPARSITIES,
+        CRITERIA,
+        SCHEDULES,
+        30,
+    ),
+)
+IMAGENET = SelectionCriteriaFigure(
+    "appendix-confidence-imagenet-oneshot",
+    "ResNet-50/ImageNet One Shot: selection criteria, sparsity/speedup vs accuracy (one seed)",
+    smoke=SMOKE_GRID,
+    paper=CriteriaGrid(
+        dataclasses.replace(RESNET50_IMAGENET, seeds=(0,)),
+        (70.0, 80.0, 90.0, 95.0),
+        CRITERIA,
+        SCHEDULES,
+        10,
+    ),
+)
+SPECS = (CIFAR10, CIFAR100, IMAGENET)

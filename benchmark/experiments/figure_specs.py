@@ -1,0 +1,184 @@
+"""The figure experiments: envelopes, budgeted initial training, selection criteria, LR schedules.
+
+Each figure is a set of cells too (``x`` is the abscissa), so selection by validation accuracy
+and the max-min bands over seeds come from the same aggregation as the tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmark.experiments.base import (
+    Experiment,
+    PlannedRun,
+    Problem,
+    Scale,
+    make_config,
+    product,
+    tuned_key,
+)
+from methods.base import dense_parent
+
+DENSE_ROW = "dense"
+RENDA_ROW = "Renda et al."
+
+
+def _imp_values(p: Problem, sparsity: float, schedule: str, cycles: int, epochs: int) -> dict:
+    """Dotted settings of IMP from a dense parent trained ``p.epochs`` epochs."""
+    return {
+        "method.name": "imp",
+        "method.sparsity": sparsity / 100,
+        "method.schedule": schedule,
+        "method.parent_epochs": p.epochs,
+        "budget.epochs": cycles * epochs,
+        "budget.cycles": cycles,
+    }
+
+
+@dataclass(frozen=True)
+class EnvelopeGrid:
+    """IMP over (retraining epochs per cycle, cycles) pairs, plus the references."""
+
+    problem: Problem
+    sparsities: tuple[float, ...]
+    schedule: str
+    epochs_per_cycle: tuple[int, ...]
+    cycles: tuple[int, ...]
+
+
+class EnvelopeFigure(Experiment):
+    """Best test accuracy per total number of retraining epochs; one panel per sparsity."""
+
+    kind = "figure"
+    plot = "envelope"
+
+    def __init__(
+        self, id: str, description: str, smoke: EnvelopeGrid, paper: EnvelopeGrid, ci: bool = False
+    ) -> None:
+        self.id, self.description, self.ci = id, description, ci
+        self.grids = {"smoke": smoke, "paper": paper}
+
+    def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
+        g = self.grids[scale]
+        p = g.problem
+        base = p.base(store)
+        out = []
+        wds = {"optim.weight_decay": p.weight_decays}
+        for sparsity, wd, seed in (
+            (s, w, r) for s in g.sparsities for w in product(wds) for r in p.seeds
+        ):
+            for epochs, cycles in ((e, j) for e in g.epochs_per_cycle for j in g.cycles):
+                cfg = make_config(
+                    base,
+                    {**wd, "seed": seed, **_imp_values(p, sparsity, g.schedule, cycles, epochs)},
+                )
+                tuned = tuned_key({**wd, "budget.cycles": cycles})
+                out.append(
+                    PlannedRun(cfg, g.schedule, g.schedule, sparsity, "", cycles * epochs, tuned)
+                )
+            renda = make_config(
+                base,
+                {
+                    **wd,
+                    "seed": seed,
+                    "method.name": "renda",
+                    "method.sparsity": sparsity / 100,
+                    "method.parent_epochs": p.epochs,
+                },
+            )
+            out.append(PlannedRun(renda, "reference", RENDA_ROW, sparsity, "", 0.0, tuned_key(wd)))
+            # The dense parent every IMP child above starts from is the dense reference.
+            parent = dense_parent(out[-2].cfg, p.epochs)
+            out.append(PlannedRun(parent, "reference", DENSE_ROW, sparsity, "", 0.0, tuned_key(wd)))
+        return out
+
+
+@dataclass(frozen=True)
+class InitialBudgetGrid:
+    """IMP after dense training budgeted to each initial length (linear-decay schedule)."""
+
+    problem: Problem
+    sparsities: tuple[float, ...]
+    schedule: str
+    initial_epochs: tuple[int, ...]
+    settings: tuple[tuple[str, int, int], ...]  # (panel title, cycles, epochs per cycle)
+
+
+class BudgetedInitialFigure(Experiment):
+    """Deviation from the full-budget result against the initial training length."""
+
+    kind = "figure"
+    plot = "budgeted_initial"
+
+    def __init__(
+        self, id: str, description: str, smoke: InitialBudgetGrid, paper: InitialBudgetGrid
+    ) -> None:
+        self.id, self.description = id, description
+        self.grids = {"smoke": smoke, "paper": paper}
+
+    def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
+        g = self.grids[scale]
+        p = g.problem
+        base = p.base(store)
+        out = []
+        for title, cycles, epochs in g.settings:
+            for sparsity, t0, seed in (
+                (s, t, r) for s in g.sparsities for t in g.initial_epochs for r in p.seeds
+            ):
+                values = _imp_values(p, sparsity, g.schedule, cycles, epochs)
+                values |= {"seed": seed, "method.parent_epochs": t0}
+                cfg = make_config(base, values)
+                out.append(PlannedRun(cfg, title, f"{sparsity:g}%", sparsity, "", float(t0), ""))
+        return out
+
+
+@dataclass(frozen=True)
+class CriteriaGrid:
+    """One Shot IMP with each selection criterion and retraining schedule."""
+
+    problem: Problem
+    sparsities: tuple[float, ...]
+    criteria: tuple[str, ...]
+    schedules: tuple[str, ...]
+    retrain_epochs: int
+
+
+class SelectionCriteriaFigure(Experiment):
+    """Sparsity-vs-accuracy and theoretical-speedup-vs-accuracy trade-offs per criterion."""
+
+    kind = "figure"
+    plot = "criteria"
+
+    def __init__(self, id: str, description: str, smoke: CriteriaGrid, paper: CriteriaGrid) -> None:
+        self.id, self.description = id, description
+        self.grids = {"smoke": smoke, "paper": paper}
+
+    def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
+        g = self.grids[scale]
+        p = g.problem
+        base = p.base(store)
+        out = []
+        wds = list(product({"optim.weight_decay": p.weight_decays}))
+        for schedule, criterion, sparsity in (
+            (a, c, s) for a in g.schedules for c in g.criteria for s in g.sparsities
+        ):
+            for wd, seed in ((w, r) for w in wds for r in p.seeds):
+                values = _imp_values(p, sparsity, schedule, 1, g.retrain_epochs)
+                values |= {**wd, "seed": seed, "method.criterion": criterion}
+                cfg = make_config(base, values)
+                out.append(PlannedRun(cfg, schedule, criterion, sparsity, "", 0.0, tuned_key(wd)))
+        return out
+
+
+class LRScheduleFigure(Experiment):
+    """The paper's Figure 1: the retraining schedules after a stepped original schedule."""
+
+    kind = "figure"
+    plot = "lr_schedules"
+
+    def __init__(self, id: str, description: str) -> None:
+        self.id, self.description = id, description
+
+    def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
+        return []

@@ -1,0 +1,63 @@
+"""The paper's training setups (its Table "training configurations") and their smoke stand-ins."""
+
+from __future__ import annotations
+
+from benchmark.experiments.base import Problem
+
+SEEDS = (0, 1)
+
+# ResNet-56 / ResNet-18 / VGG-16 on CIFAR-10: 200 epochs, 0.1 -> 0.01 (91) -> 0.001 (181).
+_CIFAR10_SCHEDULE = {"name": "stepped", "lr": 0.1, "milestones": [90, 180], "values": [0.01, 0.001]}
+CIFAR10_DATA = {"name": "cifar10", "batch_size": 128}
+
+
+def cifar10(model: str, weight_decays: tuple[float, ...] = (1e-4, 2e-4, 5e-4)) -> Problem:
+    """A CIFAR-10 network with the paper's original training (the schedule tables' grid)."""
+    return Problem(
+        f"{model}-cifar10", CIFAR10_DATA, model, 200, _CIFAR10_SCHEDULE, weight_decays, SEEDS
+    )
+
+
+RESNET56_CIFAR10 = cifar10("resnet56")
+RESNET18_CIFAR10 = cifar10("resnet18")
+VGG16_CIFAR10 = cifar10("vgg16", (1e-4, 5e-4, 1e-3))
+
+WRN_CIFAR100 = Problem(
+    "wrn28_10-cifar100",
+    {"name": "cifar100", "batch_size": 128},
+    "wrn28_10",
+    200,
+    {"name": "stepped", "lr": 0.1, "milestones": [60, 120, 160], "values": [0.02, 0.004, 0.0008]},
+    (2e-4, 5e-4),
+    SEEDS,
+)
+
+RESNET50_IMAGENET = Problem(
+    "resnet50-imagenet",
+    {"name": "imagenet", "batch_size": 256},
+    "resnet50",
+    90,
+    {
+        "name": "stepped",
+        "lr": 0.1,
+        "warmup_epochs": 5.0,
+        "milestones": [30, 60, 80],
+        "values": [0.01, 0.001, 0.0001],
+    },
+    (1e-4,),
+    SEEDS,
+)
+
+# The smoke stand-in of every problem: the embedded digits data and a small CNN, a linear
+# schedule, one weight decay and two seeds; each run takes well under a second on one CPU core.
+# One torch thread: on a shared machine more threads make these tiny runs many times slower.
+SMOKE = Problem(
+    "cnn_small-digits",
+    {"name": "digits", "batch_size": 128},
+    "cnn_small",
+    10,
+    {"name": "linear", "lr": 0.1},
+    (5e-4,),
+    SEEDS,
+    extra={"logging": {"progress": False}, "runtime": {"threads": 1}},
+)

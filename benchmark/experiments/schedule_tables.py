@@ -1,0 +1,123 @@
+"""The retraining-schedule tables: IMP from a dense parent, one row per schedule.
+
+Rows are the translation schemes (FT, LRW, SLR, CLR, LLR, ALLR or the ALLR variants) and,
+below a rule, the grid-searched schedules (constant, stepped, cosine, linear); columns are goal
+sparsities, each split by retraining budget (``'5%'`` of the original epochs, ``'2x2.5%'`` for two
+cycles). Only the weight decay is tuned for the translation schemes; the tuned schedules also
+tune their initial learning rate and warm-up (Appendix C). Highlights rank the translations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmark.experiments.base import (
+    Block,
+    Experiment,
+    PlannedRun,
+    Problem,
+    Scale,
+    TableLayout,
+    make_config,
+    parse_budget,
+    product,
+    tuned_key,
+)
+
+TRANSLATIONS = ("FT", "LRW", "SLR", "CLR", "LLR", "ALLR")
+TUNED = ("constant", "stepped", "cosine", "linear")
+# Row label (as printed in the paper) -> method.schedule name.
+SCHEDULE_NAMES = {
+    "ALLRd1": "ALLR-d1",
+    "ALLRd2": "ALLR-d2",
+    **{t: f"tuned-{t}" for t in TUNED},
+}
+
+
+@dataclass(frozen=True)
+class ScheduleGrid:
+    """The runs of one schedule table at one scale."""
+
+    problem: Problem
+    sparsities: tuple[float, ...]
+    budgets: tuple[str, ...]
+    translations: tuple[str, ...] = TRANSLATIONS
+    tuned: tuple[str, ...] = ()
+    tuned_lrs: tuple[float, ...] = ()
+    warmups: tuple[float, ...] = (0.0, 0.1)
+    structured: bool = False
+
+
+class ScheduleTable(Experiment):
+    """A retraining-schedule comparison table (IMP, One Shot or iterative)."""
+
+    kind = "table"
+
+    def __init__(
+        self, id: str, description: str, smoke: ScheduleGrid, paper: ScheduleGrid, ci: bool = False
+    ) -> None:
+        self.id, self.description, self.ci = id, description, ci
+        self.grids = {"smoke": smoke, "paper": paper}
+
+    def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
+        g = self.grids[scale]
+        p = g.problem
+        base = p.base(store)
+        out = []
+        rows = [("translation", r) for r in g.translations] + [("tuned", r) for r in g.tuned]
+        for (section, label), sparsity, budget in product_rows(rows, g.sparsities, g.budgets):
+            cycles, epochs = parse_budget(budget, p.epochs)
+            axes: dict[str, tuple] = {"optim.weight_decay": p.weight_decays}
+            if section == "tuned":
+                axes |= {"method.initial_lr": g.tuned_lrs, "method.warmup_fraction": g.warmups}
+            for tuned in product(axes):
+                for seed in p.seeds:
+                    cfg = make_config(
+                        base,
+                        {
+                            **tuned,
+                            "seed": seed,
+                            "method.name": "imp",
+                            "method.sparsity": sparsity / 100,
+                            "method.schedule": SCHEDULE_NAMES.get(label, label),
+                            "method.parent_epochs": p.epochs,
+                            "method.structured": g.structured,
+                            "budget.epochs": cycles * epochs,
+                            "budget.cycles": cycles,
+                        },
+                    )
+                    out.append(
+                        PlannedRun(cfg, section, label, sparsity, budget, 0.0, tuned_key(tuned))
+                    )
+        return out
+
+    def layout(self, scale: Scale) -> TableLayout:
+        g = self.grids[scale]
+        groups = [("translation", g.translations)] + ([("tuned", g.tuned)] if g.tuned else [])
+        return TableLayout(
+            blocks=(Block(g.sparsities, tuple(groups)),),
+            budgets=g.budgets,
+            ranked_sections=("translation",),
+        )
+
+
+def product_rows(
+    rows: list[tuple[str, str]], sparsities: tuple[float, ...], budgets: tuple[str, ...]
+) -> list[tuple[tuple[str, str], float, str]]:
+    """Every (row, sparsity, budget) cell of a schedule table."""
+    return [(r, s, b) for r in rows for s in sparsities for b in budgets]
+
+
+def smoke_grid(
+    translations: tuple[str, ...] = TRANSLATIONS,
+    *,
+    iterative: bool = False,
+    structured: bool = False,
+    sparsities: tuple[float, ...] = (50, 90),
+) -> ScheduleGrid:
+    """The smoke stand-in of a schedule table: digits, 2 sparsities x 2 budgets x 2 seeds."""
+    from benchmark.experiments.problems import SMOKE
+
+    budgets = ("2x5%", "2x10%") if iterative else ("10%", "25%")
+    return ScheduleGrid(SMOKE, sparsities, budgets, translations, structured=structured)

@@ -1,0 +1,30 @@
+"""ALLR ablations: its factors d1/d2 alone and the accuracy-based AccALLR."""
+
+from benchmark.experiments.problems import RESNET50_IMAGENET, RESNET56_CIFAR10
+from benchmark.experiments.schedule_tables import ScheduleGrid, ScheduleTable, smoke_grid
+
+D1D2 = ("ALLR", "ALLRd1", "ALLRd2", "LLR")
+ACC = ("ALLR", "AccALLR")
+CIFAR10_BUDGETS = ("2%", "5%", "20%")
+
+D1D2_TABLE = ScheduleTable(
+    "appendix-ALLR-d1d2-Comparison",
+    "ResNet-56/CIFAR-10 One Shot: ALLR vs its factors d1 and d2 alone, and LLR",
+    smoke=smoke_grid(D1D2),
+    paper=ScheduleGrid(RESNET56_CIFAR10, (80, 90, 98), CIFAR10_BUDGETS, D1D2),
+)
+ACC_TABLE = ScheduleTable(
+    "appendix-ALLR-AccALLR-Comparison",
+    "ResNet-56/CIFAR-10 One Shot: ALLR vs AccALLR",
+    smoke=smoke_grid(ACC),
+    paper=ScheduleGrid(RESNET56_CIFAR10, (80, 90, 98), CIFAR10_BUDGETS, ACC),
+)
+ACC_IMAGENET_TABLE = ScheduleTable(
+    "appendix-ALLR-AccALLR-Comparison-Imagenet",
+    "ResNet-50/ImageNet iterative: ALLR vs AccALLR",
+    smoke=smoke_grid(ACC, iterative=True),
+    paper=ScheduleGrid(
+        RESNET50_IMAGENET, (70, 90), ("2x2.22%", "2x3.33%", "3x2.22%", "3x3.33%"), ACC
+    ),
+)
+SPECS = (D1D2_TABLE, ACC_TABLE, ACC_IMAGENET_TABLE)

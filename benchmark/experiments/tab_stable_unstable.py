@@ -1,0 +1,77 @@
+"""BIMP vs pruning-stable methods: the main-text table (CI at smoke scale) and the appendix ones."""
+
+import dataclasses
+
+from benchmark.experiments.base import Problem
+from benchmark.experiments.method_tables import (
+    SMOKE_EPOCHS,
+    MethodGrid,
+    MethodRow,
+    MethodTable,
+    smoke_rows,
+)
+from benchmark.experiments.problems import (
+    RESNET50_IMAGENET,
+    SMOKE,
+    WRN_CIFAR100,
+    cifar10,
+)
+from benchmark.experiments.stable_methods import cifar10_rows, cifar100_rows, imagenet_rows
+
+CIFAR10_WD = cifar10("resnet56", (1e-4, 5e-4, 1e-3, 5e-3))
+CIFAR10_COMMON = {"schedule.lr": (0.05, 0.1, 0.15, 0.2)}
+CIFAR100 = dataclasses.replace(WRN_CIFAR100, weight_decays=(1e-4, 2e-4, 5e-4))
+CIFAR100_COMMON = {"schedule.lr": (0.05, 0.1, 0.15)}
+SMOKE_PROBLEM = dataclasses.replace(SMOKE, epochs=SMOKE_EPOCHS)
+
+
+def _wd(problem: Problem) -> dict[str, tuple[float, ...]]:
+    """The weight decay axis every method tunes (Appendix B)."""
+    return {"optim.weight_decay": problem.weight_decays}
+
+
+def smoke(section: str, rows: tuple[MethodRow, ...]) -> tuple[MethodGrid, ...]:
+    """Digits, 2 goal sparsities, each registered method with its defaults, 2 seeds."""
+    return (MethodGrid(SMOKE_PROBLEM, (90, 95), smoke_rows(rows), section=section),)
+
+
+STABLE_UNSTABLE = MethodTable(
+    "stable-unstable-results",
+    "BIMP vs pruning-stable methods: ResNet-56/CIFAR-10 and ResNet-50/ImageNet (main text)",
+    smoke=smoke("CIFAR-10", cifar10_rows()),
+    paper=(
+        MethodGrid(
+            CIFAR10_WD,
+            (90, 95, 99),
+            cifar10_rows(),
+            {**_wd(CIFAR10_WD), **CIFAR10_COMMON},
+            section="CIFAR-10",
+        ),
+        MethodGrid(RESNET50_IMAGENET, (70, 80, 90), imagenet_rows(), section="ImageNet"),
+    ),
+    ci=True,
+)
+CIFAR10_RESULTS = MethodTable(
+    "appendix-cifar10-results",
+    "ResNet-56/CIFAR-10: BIMP vs pruning-stable methods, 90-99.5%",
+    smoke=smoke("comparison", cifar10_rows()),
+    paper=(
+        MethodGrid(
+            CIFAR10_WD,
+            (90, 93, 95, 98, 99, 99.5),
+            cifar10_rows(),
+            {**_wd(CIFAR10_WD), **CIFAR10_COMMON},
+        ),
+    ),
+)
+CIFAR100_RESULTS = MethodTable(
+    "appendix-cifar100-results",
+    "WRN-28-10/CIFAR-100: BIMP vs pruning-stable methods, 90-98%",
+    smoke=smoke("comparison", cifar100_rows()),
+    paper=(
+        MethodGrid(
+            CIFAR100, (90, 93, 95, 98), cifar100_rows(), {**_wd(CIFAR100), **CIFAR100_COMMON}
+        ),
+    ),
+)
+SPECS = (STABLE_UNSTABLE, CIFAR10_RESULTS, CIFAR100_RESULTS)

@@ -1,0 +1,93 @@
+"""The figures, checked from the matplotlib objects (axes labels, lines, bands, legends)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmark.bench_tables import synthetic_store
+from benchmark.experiments import get_experiment
+from benchmark.plots import FIGURES, draw, style
+
+
+def _figure(experiment_id: str, tmp_path: Path, store: pd.DataFrame | None = None):
+    experiment = get_experiment(experiment_id)
+    plan = experiment.plan("smoke", tmp_path)
+    if store is None:
+        store = synthetic_store(plan)
+    return FIGURES[experiment.plot](experiment, "smoke", plan, store), plan
+
+
+def _labels(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_envelope_has_one_panel_per_sparsity_with_imp_band_and_both_references(tmp_path):
+    fig, plan = _figure("cifar10-envelope", tmp_path)
+    goals = sorted(plan["goal"].unique())
+    assert [ax.get_title() for ax in fig.axes] == [f"{g:g}% sparsity" for g in goals]
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "total retraining epochs"
+        assert ax.get_ylabel() == "test accuracy (%)"
+        assert len(ax.get_lines()) == 3
+        assert _labels(ax) == ["IMP + ALLR", "dense model", "Renda et al."]
+        assert len(ax.collections) == 1  # the max-min band over seeds
+        imp = ax.get_lines()[0]
+        # One point per distinct total E * J of the smoke grid (E in {1, 2}, J in {1, 2, 3}).
+        assert list(imp.get_xdata()) == [1.0, 2.0, 3.0, 4.0, 6.0]
+
+
+def test_budgeted_initial_draws_deviation_lines_that_end_at_zero(tmp_path):
+    fig, _ = _figure("appendix-cifar10-budgeted-initial-ALLR", tmp_path)
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "initial training epochs"
+        assert ax.get_ylabel() == "deviation from full budget (pp)"
+        lines = ax.get_lines()
+        assert len(lines) == 3  # two sparsities and the zero line
+        assert _labels(ax) == ["90%", "95%"]
+        for line in lines[:2]:
+            assert line.get_xdata()[-1] == 20.0 and line.get_ydata()[-1] == pytest.approx(0.0)
+
+
+def test_selection_criteria_tradeoffs_have_sparsity_and_speedup_rows(tmp_path):
+    fig, _ = _figure("appendix-confidence-cifar10-oneshot", tmp_path)
+    assert len(fig.axes) == 4
+    top, bottom = fig.axes[:2], fig.axes[2:]
+    assert [ax.get_title() for ax in top] == ["FT", "SLR"]
+    assert all(ax.get_xlabel() == "sparsity (%)" for ax in top)
+    assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in bottom)
+    for ax in fig.axes:
+        assert _labels(ax) == ["global", "uniform", "uniform+", "erk", "lamp"]
+        assert len(ax.get_lines()) == 5 and len(ax.collections) == 5
+
+
+def test_lr_schedule_figure_uses_the_shared_schedule_colours(tmp_path):
+    fig, _ = _figure("lr-schedules", tmp_path, store=pd.DataFrame())
+    (ax,) = fig.axes
+    assert ax.get_ylabel() == "learning rate"
+    lines = ax.get_lines()
+    assert [line.get_label().split(" ")[0] for line in lines] == [
+        "FT", "LRW", "SLR", "CLR", "LLR", "ALLR",
+    ]  # fmt: skip
+    assert lines[-1].get_color() == style("ALLR")[0]
+    assert len({line.get_color() for line in lines}) == 6
+
+
+def test_styles_are_stable_and_distinct_for_the_papers_names():
+    names = ["BIMP", "GMP", "FT", "ALLR", "global", "lamp"]
+    assert len({style(n) for n in names}) == len(names)
+    assert style("GMP (linear, hard)") == style("GMP (linear, hard)")
+    assert style("GMP (linear, hard)")[1] == style("GMP")[1]
+
+
+def test_draw_writes_png_and_pdf_and_reports_missing_runs(tmp_path):
+    experiment = get_experiment("cifar10-envelope")
+    paths = draw(experiment, "smoke", tmp_path / "empty-store", tmp_path / "figs")
+    assert [p.suffix for p in paths] == [".png", ".pdf"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+    fig, plan = _figure("cifar10-envelope", tmp_path, store=pd.DataFrame())
+    assert f"0/{plan['run_id'].nunique()} runs found" in fig.get_suptitle()
+    assert all(len(ax.get_lines()) == 0 for ax in fig.axes)

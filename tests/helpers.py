@@ -48,3 +48,17 @@ def run_interrupted(cfg: RunConfig, stop_after: int, tmp: Path) -> dict[str, Any
 def comparable(metrics: dict[str, Any]) -> dict[str, Any]:
     """The deterministic part of a run's metrics (no timings)."""
     return {k: v for k, v in metrics.items() if k not in ("images_per_s", "wall_seconds")}
+
+
+def record_lrs(trainer: Trainer) -> list[float]:
+    """Train ``trainer`` to the end and return the learning rate of every optimizer step."""
+    lrs: list[float] = []
+    original = trainer.optimizer.step
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        lrs.append(trainer.optimizer.param_groups[0]["lr"])
+        return original(*args, **kwargs)
+
+    trainer.optimizer.step = step  # type: ignore[method-assign]
+    trainer.fit()
+    return lrs

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import comparable, run_interrupted, run_uninterrupted, tiny_config
+from helpers import comparable, record_lrs, run_interrupted, run_uninterrupted, tiny_config
 
 from benchmark.runner import execute
 from benchmark.schedules import linear_decay, retrain_lrs
@@ -68,15 +68,7 @@ def test_bimp_learning_rates_follow_initial_decay_and_retraining_schedule(tmp_pa
         "schedule.lr=0.1",
     )
     trainer = Trainer(cfg)
-    lrs: list[float] = []
-    original = trainer.optimizer.step
-
-    def step(*args, **kwargs):
-        lrs.append(trainer.optimizer.param_groups[0]["lr"])
-        return original(*args, **kwargs)
-
-    trainer.optimizer.step = step  # type: ignore[method-assign]
-    trainer.fit()
+    lrs = record_lrs(trainer)
     ipe = trainer.ipe
     initial = linear_decay(0.1, 3 * ipe)
     np.testing.assert_allclose(lrs[: 3 * ipe], initial)

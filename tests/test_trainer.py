@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import comparable, run_interrupted, run_uninterrupted, tiny_config
+from helpers import comparable, record_lrs, run_interrupted, run_uninterrupted, tiny_config
 
 from benchmark.runner import execute
 from benchmark.store import Store
@@ -155,15 +155,7 @@ def test_learning_rate_is_set_per_iteration(tmp_path: Path) -> None:
         "schedule.lr=0.2",
     )
     trainer = Trainer(cfg)
-    seen: list[float] = []
-    original = trainer.optimizer.step
-
-    def step(*args, **kwargs):
-        seen.append(trainer.optimizer.param_groups[0]["lr"])
-        return original(*args, **kwargs)
-
-    trainer.optimizer.step = step  # type: ignore[method-assign]
-    trainer.fit()
+    seen = record_lrs(trainer)
     n = 2 * trainer.ipe
     assert len(seen) == n
     assert seen[0] == pytest.approx(0.2)

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, DatasetError
 
 EXIT_USAGE = 2
+EXIT_FAILURE = 1
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -78,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"prunebench: config error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except DatasetError as err:
+        print(f"prunebench: data error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def cmd_run(args: argparse.Namespace) -> int:

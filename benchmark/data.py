@@ -27,7 +27,7 @@ from torchvision.datasets import CIFAR10, CIFAR100, ImageFolder
 from torchvision.datasets.folder import default_loader
 
 from benchmark.config import DataConfig
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, DatasetError
 from benchmark.registry import Registry
 
 SPLITS = ("train", "val", "test")
@@ -40,10 +40,6 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 Batch = tuple[Tensor, Tensor]
-
-
-class DatasetError(RuntimeError):
-    """Dataset files are missing, corrupted or unreadable."""
 
 
 # --------------------------------------------------------------------------- interface

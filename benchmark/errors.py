@@ -1,4 +1,4 @@
-"""Errors raised for bad user input, reported before any compute is spent."""
+"""Errors the command line reports as one clear line instead of a traceback."""
 
 from __future__ import annotations
 
@@ -16,3 +16,7 @@ class ConfigError(ValueError):
         self.value = value
         self.allowed = allowed
         super().__init__(f"{field} = {value!r} is invalid; allowed: {allowed}")
+
+
+class DatasetError(RuntimeError):
+    """Dataset files are missing, corrupted or unreadable."""

@@ -271,6 +271,27 @@ def test_missing_cifar_files_give_a_clear_error(tmp_path: Path) -> None:
         build_dataset(cfg_for("cifar10", tmp_path), CPU)
 
 
+def test_cli_reports_missing_data_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmark.cli import main
+
+    rc = main(
+        [
+            "run",
+            "--set",
+            "data.name=cifar10",
+            "--set",
+            f"data.root={str(tmp_path / 'none')!r}",
+            "--set",
+            f"output.dir={str(tmp_path / 'runs')!r}",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert err.startswith("prunebench: data error: CIFAR-10 files under") and "none" in err
+
+
 # --------------------------------------------------------------------------- augmentation
 
 

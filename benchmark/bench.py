@@ -2,6 +2,7 @@
 
     python -m benchmark.bench                       # ResNet-56, batch 128, CPU: bare vs harness
     python -m benchmark.bench --methods all         # also each method's images/s relative to dense
+    python -m benchmark.bench --device cuda --iters 200   # on a GPU: steps are short
 
 Prints figures; asserts nothing (speed targets live here, never in timed tests).
 """
@@ -20,7 +21,13 @@ from benchmark.config import RunConfig, config_from_dict, validate
 from benchmark.data import DATASETS, DataSource
 from benchmark.models import build_model
 from benchmark.pruning import compute_masks
-from benchmark.trainer import TIMING_WARMUP_ITERS, Trainer
+from benchmark.trainer import (
+    TIMING_WARMUP_ITERS,
+    Trainer,
+    configure_kernels,
+    resolve_device,
+    sync,
+)
 
 SYNTHETIC = "bench-synthetic"
 
@@ -52,12 +59,15 @@ class SyntheticSource(DataSource):
 
 
 def make_batches(
-    n: int, batch: int, shape: Sequence[int], classes: int
+    n: int, batch: int, shape: Sequence[int], classes: int, device: torch.device
 ) -> list[tuple[Tensor, Tensor]]:
-    """``n`` seeded random batches."""
+    """``n`` seeded random batches on ``device``."""
     g = torch.Generator().manual_seed(0)
     return [
-        (torch.randn(batch, *shape, generator=g), torch.randint(classes, (batch,), generator=g))
+        (
+            torch.randn(batch, *shape, generator=g).to(device),
+            torch.randint(classes, (batch,), generator=g).to(device),
+        )
         for _ in range(n)
     ]
 
@@ -65,13 +75,15 @@ def make_batches(
 def bare_loop(model_name: str, batches: list[tuple[Tensor, Tensor]], classes: int) -> float:
     """Images/s of a plain PyTorch SGD loop (same warm-up exclusion as the harness)."""
     torch.manual_seed(0)
-    model = build_model(model_name, classes, tuple(batches[0][0].shape[1:]))
+    device = batches[0][0].device
+    model = build_model(model_name, classes, tuple(batches[0][0].shape[1:])).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     images, start = 0, 0.0
     for i, (x, y) in enumerate(batches):
         if i == TIMING_WARMUP_ITERS:
+            sync(device)
             start = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = 0.1
@@ -81,11 +93,16 @@ def bare_loop(model_name: str, batches: list[tuple[Tensor, Tensor]], classes: in
         opt.step()
         if i >= TIMING_WARMUP_ITERS:
             images += x.shape[0]
+    sync(device)
     return images / (time.perf_counter() - start)
 
 
 def bench_config(
-    model_name: str, method: dict, batch: int, budget: dict | None = None
+    model_name: str,
+    method: dict,
+    batch: int,
+    runtime: dict,
+    budget: dict | None = None,
 ) -> RunConfig:
     """A config on the synthetic data for ``method`` (one epoch unless ``budget`` says)."""
     cfg = config_from_dict(
@@ -96,6 +113,7 @@ def bench_config(
             "budget": budget or {"epochs": 1},
             "method": method,
             "logging": {"progress": False},
+            "runtime": runtime,
         }
     )
     validate(cfg)
@@ -120,15 +138,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--iters", type=int, default=12, help="timed iterations per measurement")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--methods", default="", help="comma-separated method names, or 'all'")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (CUDA if present)")
+    parser.add_argument("--deterministic", action="store_true", help="reproducible GPU kernels")
     args = parser.parse_args(argv)
 
     classes = 10
-    batches = make_batches(args.iters + TIMING_WARMUP_ITERS, args.batch, (3, 32, 32), classes)
+    device = resolve_device(args.device)
+    args.runtime = {"device": str(device), "deterministic": args.deterministic}
+    configure_kernels(device, args.deterministic)  # the bare loop gets the same kernels
+    shape = (3, 32, 32)
+    batches = make_batches(args.iters + TIMING_WARMUP_ITERS, args.batch, shape, classes, device)
     DATASETS.add(SYNTHETIC, lambda cfg, device: SyntheticSource(batches, classes))
-    dense = bench_config(args.model, {"name": "dense"}, args.batch)
+    dense = bench_config(args.model, {"name": "dense"}, args.batch, args.runtime)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
-        f"model {args.model}, batch {args.batch}, {args.iters} timed iterations, "
+        f"model {args.model}, batch {args.batch}, {args.iters} timed iterations, {where}, "
         f"{torch.get_num_threads()} threads, median of {args.repeats}"
+        + (", deterministic kernels" if args.deterministic else "")
     )
     runs: dict[str, list[float]] = {"bare loop": [], "harness dense": [], "harness + masks": []}
     for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all three
@@ -164,7 +190,7 @@ def _bench_methods(args: argparse.Namespace) -> None:
         budget = {"epochs": METHOD_EPOCHS}
         if name == "bimp":
             budget.update(initial_epochs=METHOD_EPOCHS // 2, cycles=2)
-        cfg = bench_config(args.model, {"name": name}, args.batch, budget)
+        cfg = bench_config(args.model, {"name": name}, args.batch, args.runtime, budget)
         trainer = Trainer(cfg)
         trainer.fit()
         results[name] = trainer.state.throughput.images_per_s

@@ -102,6 +102,9 @@ class RuntimeConfig:
 
     device: str = "auto"
     threads: int = 0
+    # Bitwise-reproducible GPU kernels (slower): same seed, same result, and a resumed run equal
+    # to an uninterrupted one. CPU runs are reproducible either way.
+    deterministic: bool = False
 
 
 @dataclass

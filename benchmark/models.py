@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 import torchvision
 from torch import Tensor, nn
+from torch.nn.modules.utils import _pair
 
 from benchmark.registry import Registry
 
@@ -57,6 +58,22 @@ def conv3x3(c_in: int, c_out: int, stride: int = 1, bias: bool = False) -> nn.Co
 # --------------------------------------------------------------------------- small CNN
 
 
+class AvgPoolTo(nn.AdaptiveAvgPool2d):
+    """Adaptive average pooling that runs as plain average pooling when the sizes divide.
+
+    Same values, but unlike adaptive pooling its CUDA backward is deterministic, which
+    ``runtime.deterministic`` needs (torch refuses the adaptive kernel in that mode).
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Average ``x`` down to ``output_size``."""
+        out_h, out_w = _pair(self.output_size)
+        h, w = x.shape[-2:]
+        if out_h and out_w and h % out_h == 0 and w % out_w == 0:
+            return F.avg_pool2d(x, (h // out_h, w // out_w))
+        return super().forward(x)
+
+
 class SmallCNN(nn.Module):
     """Two 3x3 conv-BN-ReLU stages with pooling and a linear head, for tiny images (8x8 digits)."""
 
@@ -72,7 +89,7 @@ class SmallCNN(nn.Module):
             nn.BatchNorm2d(2 * width),
             nn.ReLU(inplace=True),
             # A fixed 2x2 grid makes the head independent of the input resolution.
-            nn.AdaptiveAvgPool2d((2, 2)),
+            AvgPoolTo((2, 2)),
         )
         self.classifier = nn.Linear(2 * width * 4, num_classes)
 
@@ -164,7 +181,7 @@ class CifarResNet(nn.Module):
                 c_in = width
             stages.append(nn.Sequential(*blocks))
         self.stages = nn.Sequential(*stages)
-        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.pool = AvgPoolTo(1)
         self.fc = nn.Linear(c_in, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -225,7 +242,7 @@ class VGG(nn.Module):
             layers.append(nn.MaxPool2d(2))
         self.features = nn.Sequential(*layers)
         # After five pools a 32x32 input is 1x1; the adaptive pool keeps the head at 512 inputs.
-        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.pool = AvgPoolTo(1)
         self.classifier = nn.Linear(c_in, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -291,7 +308,7 @@ class WideResNet(nn.Module):
         self.stages = nn.Sequential(*stages)
         # Pre-activation blocks leave the last output un-normalised, hence a final BN-ReLU.
         self.bn = nn.BatchNorm2d(c_in)
-        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.pool = AvgPoolTo(1)
         self.fc = nn.Linear(c_in, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -317,4 +334,5 @@ def resnet50(num_classes: int, input_shape: InputShape) -> nn.Module:
         # Only the stem depends on the channel count; torchvision initialises it the same way.
         model.conv1 = nn.Conv2d(input_shape[0], 64, kernel_size=7, stride=2, padding=3, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    model.avgpool = AvgPoolTo(1)
     return model

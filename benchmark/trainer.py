@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -47,7 +48,20 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _sync(device: torch.device) -> None:
+def configure_kernels(device: torch.device, deterministic: bool) -> None:
+    """Pick reproducible GPU kernels, or the fastest ones (cuDNN autotuning) when not required."""
+    if device.type != "cuda":
+        return
+    if deterministic:
+        # cuBLAS needs a fixed workspace to be deterministic; read at its first use.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(deterministic)
+    torch.backends.cudnn.deterministic = deterministic
+    torch.backends.cudnn.benchmark = not deterministic
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued work on ``device`` (a no-op on CPU), so wall-clock timings are real."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -91,6 +105,7 @@ class Trainer:
         self.device = resolve_device(cfg.runtime.device)
         if cfg.runtime.threads > 0:
             torch.set_num_threads(cfg.runtime.threads)
+        configure_kernels(self.device, cfg.runtime.deterministic)
         seed_everything(cfg.seed)
         self.data: DataSource = build_dataset(cfg.data, self.device)
         self.model: nn.Module = build_model(
@@ -170,11 +185,12 @@ class Trainer:
         self.ctx.record.clear()
         self.ctx.record.update(ckpt["record"])
         rng = ckpt["rng"]
-        torch.set_rng_state(rng["torch"])
+        # The checkpoint is loaded onto the run's device; RNG states must come back as CPU bytes.
+        torch.set_rng_state(rng["torch"].cpu())
         np.random.set_state(rng["numpy"])
         random.setstate(rng["python"])
         if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+            torch.cuda.set_rng_state_all([state.cpu() for state in rng["cuda"]])
 
     def try_resume(self) -> bool:
         """Restore the last checkpoint of this run id if one exists; True when resumed."""
@@ -215,7 +231,7 @@ class Trainer:
         lr = 0.0
         for it, (x, y) in enumerate(batches):
             if it == TIMING_WARMUP_ITERS:
-                _sync(device)
+                sync(device)
                 t0 = time.perf_counter()
             step = epoch * self.ipe + it
             lr = self._lr(step, epoch)
@@ -243,7 +259,7 @@ class Trainer:
             seen += x.shape[0]
             if t0 is not None:
                 timed_images += x.shape[0]
-        _sync(device)
+        sync(device)
         if t0 is not None:
             self.state.throughput.images += timed_images
             self.state.throughput.seconds += time.perf_counter() - t0

@@ -12,12 +12,16 @@ from benchmark.trainer import Trainer
 
 
 def tiny_config(store: Path, *overrides: str) -> RunConfig:
-    """A fast digits config (batch 128, one thread, no progress bar) with ``overrides``."""
+    """A fast digits config (batch 128, one thread, no progress bar) with ``overrides``.
+
+    Deterministic kernels, so that equality checks also hold when the suite runs on a GPU.
+    """
     base = [
         f"output.dir={str(store)!r}",
         "logging.progress=false",
         "data.batch_size=128",
         "runtime.threads=1",
+        "runtime.deterministic=true",
     ]
     return load_config(None, [*base, *overrides])
 

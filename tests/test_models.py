@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from benchmark.errors import ConfigError
-from benchmark.models import MODELS, PadShortcut, build_model
+from benchmark.models import MODELS, AvgPoolTo, PadShortcut, build_model
 
 CIFAR = (3, 32, 32)
 DIGITS = (1, 8, 8)
@@ -154,3 +154,21 @@ def test_building_is_deterministic_under_a_seed_and_kaiming_scaled() -> None:
     w = a.stages[0][0].conv1.weight
     assert w.std().item() == pytest.approx((2 / 144) ** 0.5, rel=0.1)
     assert torch.equal(a.bn1.weight, torch.ones(16)) and torch.equal(a.bn1.bias, torch.zeros(16))
+
+
+@pytest.mark.parametrize("size", [(8, 8), (7, 7), (5, 6)])
+def test_avg_pool_to_matches_adaptive_pooling_values_and_gradients(size: tuple[int, int]) -> None:
+    x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    for out in (1, (2, 2)):
+        ours, ref = AvgPoolTo(out)(x), nn.AdaptiveAvgPool2d(out)(x)
+        assert torch.allclose(ours, ref, atol=1e-6)
+        g_ours, g_ref = (torch.autograd.grad(y.square().sum(), x)[0] for y in (ours, ref))
+        assert torch.allclose(g_ours, g_ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["cnn_small", "resnet20", "resnet18", "wrn28_10", "resnet50"])
+def test_no_model_uses_the_nondeterministic_adaptive_pooling_kernel(name: str) -> None:
+    shape = (3, 32, 32) if name != "cnn_small" else (1, 8, 8)
+    model = build_model(name, 10, shape)
+    pools = [m for m in model.modules() if isinstance(m, nn.AdaptiveAvgPool2d)]
+    assert pools and all(isinstance(m, AvgPoolTo) for m in pools)

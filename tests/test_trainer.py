@@ -16,7 +16,7 @@ from helpers import comparable, record_lrs, run_interrupted, run_uninterrupted, 
 
 from benchmark.runner import execute
 from benchmark.store import Store
-from benchmark.trainer import DivergenceError, Trainer
+from benchmark.trainer import DivergenceError, Trainer, configure_kernels, resolve_device
 
 
 def test_same_seed_same_result_different_seed_differs(tmp_path: Path) -> None:
@@ -39,6 +39,30 @@ def test_resume_from_epoch_checkpoint_is_exact(tmp_path: Path) -> None:
         assert comparable(run_interrupted(cfg, stop, tmp_path / f"c{stop}")) == full
 
 
+def test_deterministic_kernels_are_chosen_for_gpus_only() -> None:
+    cudnn = torch.backends.cudnn
+    saved = (torch.are_deterministic_algorithms_enabled(), cudnn.deterministic, cudnn.benchmark)
+    saved_env = os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    try:
+        torch.use_deterministic_algorithms(False)
+        configure_kernels(torch.device("cpu"), True)  # CPU kernels are reproducible already
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+        configure_kernels(torch.device("cuda"), True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert cudnn.deterministic and not cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        configure_kernels(torch.device("cuda"), False)
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert not cudnn.deterministic and cudnn.benchmark
+    finally:
+        torch.use_deterministic_algorithms(saved[0])
+        cudnn.deterministic, cudnn.benchmark = saved[1], saved[2]
+        os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        if saved_env is not None:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved_env
+
+
 def test_checkpoint_of_another_run_is_ignored(tmp_path: Path) -> None:
     cfg = tiny_config(tmp_path / "s", "method.name=dense", "budget.epochs=2")
     ckpt = tmp_path / "x.pt"
@@ -59,6 +83,8 @@ def test_sigkill_mid_run_then_resume_gives_identical_result(tmp_path: Path) -> N
         "logging.progress=false",
         "--set",
         "runtime.threads=1",
+        "--set",
+        "runtime.deterministic=true",
         "--set",
         "budget.epochs=12",
         "--set",
@@ -121,7 +147,7 @@ def test_result_has_every_metric(tmp_path: Path) -> None:
     # test accuracy after every prune/retrain cycle
     assert [("test" in h) for h in record["history"]] == [False, False, True, True]
     env = record["environment"]
-    assert env["torch"] == torch.__version__ and env["device"] == "cpu"
+    assert env["torch"] == torch.__version__ and env["device"] == resolve_device("auto").type
     assert record["config"]["method"]["name"] == "bimp"
 
 

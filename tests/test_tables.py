@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmark.bench_tables import synthetic_plan, synthetic_store, time_aggregation
+from benchmark.bench_tables import synthetic_plan, synthetic_store
 from benchmark.experiments.base import PLAN_COLUMNS, Block, TableLayout
 from benchmark.paper_numbers import MISSING_NOTE
 from benchmark.tables import (
@@ -188,9 +188,9 @@ def test_per_row_images_per_second_is_the_mean_over_the_rows_runs():
     assert frame["mean"].iloc[0] == pytest.approx(2000.0)
 
 
-def test_ten_thousand_runs_aggregate_well_under_five_seconds():
+def test_ten_thousand_synthetic_runs_aggregate_into_one_table():
+    """The benchmark's synthetic store is a valid input (its timing is bench_tables' job)."""
     plan, layout = synthetic_plan(10_000)
     assert len(plan) == 10_000
     table = build_table("t", "paper", layout, plan, synthetic_store(plan, missing=0.01))
     assert table.planned == 10_000 and 0 < table.missing < 300
-    assert time_aggregation(10_000, repeats=1) < 5.0

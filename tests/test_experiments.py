@@ -69,6 +69,10 @@ def test_every_smoke_grid_expands_to_valid_digits_configs(name, tmp_path):
         ("appendix-cifar10-budgeted-initial-ALLR", 108),
         # 3 sparsities x 3 wd x 2 seeds x (11 T_rt x 6 J + Renda + dense)
         ("cifar10-envelope", 1224),
+        # 3 sparsities x 2 seeds x (6 schedules x 3 epochs per cycle x 3 J + dense)
+        ("imagenet-IMP-envelope", 330),
+        # 2 settings x 2 schedules x 5 criteria x 7 sparsities x 3 wd x 2 seeds
+        ("appendix-distribution-layer-collapse", 840),
     ],
 )
 def test_paper_grids_expand_to_the_expected_counts(name, runs, tmp_path):
@@ -93,6 +97,17 @@ def test_paper_method_grids_follow_appendix_b(tmp_path):
 @pytest.mark.parametrize("name", IMAGENET_IMP)
 def test_imagenet_imp_grids_expand(name, tmp_path):
     assert len(get_experiment(name).plan("paper", tmp_path)) > 0
+
+
+def test_imagenet_envelope_draws_exactly_the_runs_of_its_two_schedule_tables(tmp_path):
+    def ids(name: str) -> set[str]:
+        plan = get_experiment(name).plan("paper", tmp_path)
+        return set(plan.loc[plan["section"] != "reference", "run_id"])
+
+    tables = ids("schedule-comparison-imagenet") | ids(
+        "appendix-schedule-comparison-imagenet-iterative"
+    )
+    assert ids("imagenet-IMP-envelope") == tables
 
 
 def _layout_cells(name: str) -> set[tuple]:

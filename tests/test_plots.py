@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from benchmark.bench_tables import synthetic_store
-from benchmark.experiments import get_experiment
+from benchmark.experiments import EXPERIMENTS, get_experiment
 from benchmark.plots import FIGURES, draw, style
 
 
@@ -91,3 +91,60 @@ def test_draw_writes_png_and_pdf_and_reports_missing_runs(tmp_path):
     fig, plan = _figure("cifar10-envelope", tmp_path, store=pd.DataFrame())
     assert f"0/{plan['run_id'].nunique()} runs found" in fig.get_suptitle()
     assert all(len(ax.get_lines()) == 0 for ax in fig.axes)
+
+
+def test_imagenet_envelope_has_a_line_per_schedule_and_the_dense_reference(tmp_path):
+    fig, plan = _figure("imagenet-IMP-envelope", tmp_path)
+    assert [ax.get_title() for ax in fig.axes] == ["50% sparsity", "90% sparsity"]
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "total retraining epochs"
+        assert _labels(ax) == [f"IMP + {s}" for s in ("FT", "LRW", "SLR", "CLR", "LLR", "ALLR")] + [
+            "dense model"
+        ]
+        assert len(ax.get_lines()) == 7 and len(ax.collections) == 6
+        # Totals E * J for E in {1, 2} and J in {1, 2}: 1, 2 and 4 epochs.
+        assert list(ax.get_lines()[0].get_xdata()) == [1.0, 2.0, 4.0]
+
+
+def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tmp_path):
+    fig, _ = _figure("appendix-distribution-layer-collapse", tmp_path)
+    titles = [
+        "One Shot, FT",
+        "One Shot, SLR",
+        "Iterative (2 cycles), FT",
+        "Iterative (2 cycles), SLR",
+    ]
+    assert [ax.get_title() for ax in fig.axes[:4]] == titles
+    assert all(ax.get_xlabel() == "sparsity (%)" for ax in fig.axes[:4])
+    assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in fig.axes[4:])
+    for ax in fig.axes:
+        assert _labels(ax) == ["global", "uniform", "uniform+", "erk", "lamp"]
+        assert len(ax.get_lines()) == 5
+
+
+def test_gmp_vs_bimp_figure_has_a_line_per_variant(tmp_path):
+    fig, plan = _figure("gmp-vs-bimp-cifar100", tmp_path)
+    assert len(fig.axes) == 2  # sparsity and speedup against accuracy
+    for ax in fig.axes:
+        assert ax.get_ylabel() == "test accuracy (%)"
+        assert _labels(ax) == list(dict.fromkeys(plan["row"]))
+        assert len(ax.get_lines()) == plan["row"].nunique() == 7
+
+
+PLOTTED = [n for n in EXPERIMENTS.names() if EXPERIMENTS.get(n).plot is not None]
+
+
+@pytest.mark.parametrize("name", PLOTTED)
+def test_every_figure_labels_its_axes_and_names_every_line(name, tmp_path):
+    fig, plan = _figure(name, tmp_path)
+    assert fig.axes
+    rows = set(plan["row"]) if len(plan) else set()
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel()
+        lines = ax.get_lines()
+        assert lines, f"{name}: a panel without lines"
+        named = [line.get_label() for line in lines if not line.get_label().startswith("_")]
+        assert _labels(ax) == named  # the legend names exactly the drawn lines
+        if rows:  # every data line is one of the spec's rows (or a reference line)
+            allowed = rows | {f"IMP + {r}" for r in rows} | {"dense model", "Renda et al."}
+            assert set(named) <= allowed

@@ -3,7 +3,13 @@
 import dataclasses
 
 from benchmark.experiments.figure_specs import CriteriaGrid, SelectionCriteriaFigure
-from benchmark.experiments.problems import RESNET50_IMAGENET, RESNET56_CIFAR10, SMOKE, WRN_CIFAR100
+from benchmark.experiments.problems import (
+    RESNET50_IMAGENET,
+    RESNET56_CIFAR10,
+    SMOKE,
+    VGG16_CIFAR10,
+    WRN_CIFAR100,
+)
 
 CRITERIA = ("global", "uniform", "uniform+", "erk", "lamp")
 SCHEDULES = ("FT", "SLR")
@@ -46,4 +52,12 @@ IMAGENET = SelectionCriteriaFigure(
         10,
     ),
 )
-SPECS = (CIFAR10, CIFAR100, IMAGENET)
+# One Shot (30 epochs) against 3 cycles of 10: the same retraining budget, but One Shot
+# collapses layers under some criteria at high sparsity.
+LAYER_COLLAPSE = SelectionCriteriaFigure(
+    "appendix-distribution-layer-collapse",
+    "VGG-16/CIFAR-10: selection criteria One Shot vs iterative with FT and SLR (layer collapse)",
+    smoke=dataclasses.replace(SMOKE_GRID, cycles=(1, 2)),
+    paper=CriteriaGrid(VGG16_CIFAR10, SPARSITIES, CRITERIA, SCHEDULES, 30, cycles=(1, 3)),
+)
+SPECS = (CIFAR10, CIFAR100, IMAGENET, LAYER_COLLAPSE)

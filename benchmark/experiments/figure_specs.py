@@ -38,13 +38,14 @@ def _imp_values(p: Problem, sparsity: float, schedule: str, cycles: int, epochs:
 
 @dataclass(frozen=True)
 class EnvelopeGrid:
-    """IMP over (retraining epochs per cycle, cycles) pairs, plus the references."""
+    """IMP over (retraining epochs per cycle, cycles) pairs per schedule, plus the references."""
 
     problem: Problem
     sparsities: tuple[float, ...]
-    schedule: str
+    schedules: tuple[str, ...]
     epochs_per_cycle: tuple[int, ...]
     cycles: tuple[int, ...]
+    renda: bool = True  # the Renda et al. baseline as a reference line
 
 
 class EnvelopeFigure(Experiment):
@@ -68,29 +69,25 @@ class EnvelopeFigure(Experiment):
         for sparsity, wd, seed in (
             (s, w, r) for s in g.sparsities for w in product(wds) for r in p.seeds
         ):
-            for epochs, cycles in ((e, j) for e in g.epochs_per_cycle for j in g.cycles):
-                cfg = make_config(
-                    base,
-                    {**wd, "seed": seed, **_imp_values(p, sparsity, g.schedule, cycles, epochs)},
-                )
+            for schedule, epochs, cycles in (
+                (a, e, j) for a in g.schedules for e in g.epochs_per_cycle for j in g.cycles
+            ):
+                values = _imp_values(p, sparsity, schedule, cycles, epochs)
+                cfg = make_config(base, {**wd, "seed": seed, **values})
+                # Selected per point among the cycle counts (One Shot and iterative) giving it.
                 tuned = tuned_key({**wd, "budget.cycles": cycles})
-                out.append(
-                    PlannedRun(cfg, g.schedule, g.schedule, sparsity, "", cycles * epochs, tuned)
-                )
-            renda = make_config(
-                base,
-                {
-                    **wd,
-                    "seed": seed,
-                    "method.name": "renda",
-                    "method.sparsity": sparsity / 100,
-                    "method.parent_epochs": p.epochs,
-                },
-            )
-            out.append(PlannedRun(renda, "reference", RENDA_ROW, sparsity, "", 0.0, tuned_key(wd)))
+                x = float(cycles * epochs)
+                out.append(PlannedRun(cfg, schedule, schedule, sparsity, "", x, tuned))
             # The dense parent every IMP child above starts from is the dense reference.
-            parent = dense_parent(out[-2].cfg, p.epochs)
+            parent = dense_parent(out[-1].cfg, p.epochs)
             out.append(PlannedRun(parent, "reference", DENSE_ROW, sparsity, "", 0.0, tuned_key(wd)))
+            if g.renda:
+                values = {"method.name": "renda", "method.sparsity": sparsity / 100}
+                values |= {**wd, "seed": seed, "method.parent_epochs": p.epochs}
+                renda = make_config(base, values)
+                out.append(
+                    PlannedRun(renda, "reference", RENDA_ROW, sparsity, "", 0.0, tuned_key(wd))
+                )
         return out
 
 
@@ -135,13 +132,14 @@ class BudgetedInitialFigure(Experiment):
 
 @dataclass(frozen=True)
 class CriteriaGrid:
-    """One Shot IMP with each selection criterion and retraining schedule."""
+    """IMP with each selection criterion and retraining schedule (One Shot unless ``cycles``)."""
 
     problem: Problem
     sparsities: tuple[float, ...]
     criteria: tuple[str, ...]
     schedules: tuple[str, ...]
-    retrain_epochs: int
+    retrain_epochs: int  # in total, split equally over the cycles
+    cycles: tuple[int, ...] = (1,)
 
 
 class SelectionCriteriaFigure(Experiment):
@@ -160,15 +158,26 @@ class SelectionCriteriaFigure(Experiment):
         base = p.base(store)
         out = []
         wds = list(product({"optim.weight_decay": p.weight_decays}))
-        for schedule, criterion, sparsity in (
-            (a, c, s) for a in g.schedules for c in g.criteria for s in g.sparsities
+        for cycles, schedule, criterion, sparsity in (
+            (j, a, c, s)
+            for j in g.cycles
+            for a in g.schedules
+            for c in g.criteria
+            for s in g.sparsities
         ):
+            # One panel per schedule; per (setting, schedule) when One Shot and iterative mix.
+            section = schedule if g.cycles == (1,) else f"{_setting(cycles)}, {schedule}"
             for wd, seed in ((w, r) for w in wds for r in p.seeds):
-                values = _imp_values(p, sparsity, schedule, 1, g.retrain_epochs)
+                values = _imp_values(p, sparsity, schedule, cycles, g.retrain_epochs // cycles)
                 values |= {**wd, "seed": seed, "method.criterion": criterion}
                 cfg = make_config(base, values)
-                out.append(PlannedRun(cfg, schedule, criterion, sparsity, "", 0.0, tuned_key(wd)))
+                out.append(PlannedRun(cfg, section, criterion, sparsity, "", 0.0, tuned_key(wd)))
         return out
+
+
+def _setting(cycles: int) -> str:
+    """'One Shot' or 'Iterative (J cycles)'."""
+    return "One Shot" if cycles == 1 else f"Iterative ({cycles} cycles)"
 
 
 class LRScheduleFigure(Experiment):

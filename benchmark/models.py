@@ -10,6 +10,10 @@ the network. The CIFAR architectures follow the implementations the paper cites:
 * VGG-16: configuration D with batch norm and a single linear layer on 512 features.
 * WRN-28-10: Zagoruyko & Komodakis (2016), pre-activation blocks with dropout between convs.
 * ResNet-50: ``torchvision.models.resnet50`` (ImageNet architecture), random weights.
+* MaxViT-T: ``torchvision.models.maxvit_t`` (Tu et al., 2022), random weights, 224x224 inputs.
+
+Adaptive average pooling is swapped for :class:`AvgPoolTo` everywhere (same values), so that
+``runtime.deterministic`` works on GPUs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torchvision
 from torch import Tensor, nn
 from torch.nn.modules.utils import _pair
 
+from benchmark.errors import ConfigError
 from benchmark.registry import Registry
 
 InputShape = tuple[int, int, int]
@@ -334,5 +339,25 @@ def resnet50(num_classes: int, input_shape: InputShape) -> nn.Module:
         # Only the stem depends on the channel count; torchvision initialises it the same way.
         model.conv1 = nn.Conv2d(input_shape[0], 64, kernel_size=7, stride=2, padding=3, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
-    model.avgpool = AvgPoolTo(1)
+    return deterministic_pools(model)
+
+
+@MODELS.register("maxvit_t")
+def maxvit_t(num_classes: int, input_shape: InputShape) -> nn.Module:
+    """Build torchvision's MaxViT-T with random weights (30.9M params at 1000 classes).
+
+    Its windows and grids partition the feature maps into 7x7 blocks down to stride 32, so the
+    images must be 224x224 (ImageNet's training resolution).
+    """
+    if tuple(input_shape) != (3, 224, 224):
+        raise ConfigError("model.name", "maxvit_t", "a dataset of 3x224x224 images (imagenet)")
+    return deterministic_pools(torchvision.models.maxvit_t(weights=None, num_classes=num_classes))
+
+
+def deterministic_pools(model: nn.Module) -> nn.Module:
+    """Replace every ``nn.AdaptiveAvgPool2d`` of ``model`` by an equal :class:`AvgPoolTo`."""
+    for parent in list(model.modules()):
+        for name, child in parent.named_children():
+            if type(child) is nn.AdaptiveAvgPool2d:
+                setattr(parent, name, AvgPoolTo(child.output_size))
     return model

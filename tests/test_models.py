@@ -26,6 +26,8 @@ PARAM_COUNTS = [
     ("vgg16", 10, CIFAR, 14_728_266, 14.7e6, 0.01),
     ("wrn28_10", 100, CIFAR, 36_536_884, 36.5e6, 0.01),
     ("resnet50", 1000, (3, 224, 224), 25_557_032, 25_557_032, 0.0),
+    # The paper's "31 Mio" (Tu et al. 2022: 31M) is torchvision's maxvit_t.
+    ("maxvit_t", 1000, (3, 224, 224), 30_919_624, 31e6, 0.01),
 ]
 
 
@@ -35,7 +37,7 @@ def num_params(model: nn.Module) -> int:
 
 
 def test_registry_has_exactly_the_paper_models() -> None:
-    expected = {"cnn_small", "resnet18", "vgg16", "wrn28_10", "resnet50"}
+    expected = {"cnn_small", "resnet18", "vgg16", "wrn28_10", "resnet50", "maxvit_t"}
     expected |= {f"resnet{d}" for d in (20, 32, 44, 56, 110)}
     assert set(MODELS.names()) == expected
 
@@ -166,9 +168,20 @@ def test_avg_pool_to_matches_adaptive_pooling_values_and_gradients(size: tuple[i
         assert torch.allclose(g_ours, g_ref, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["cnn_small", "resnet20", "resnet18", "wrn28_10", "resnet50"])
+@pytest.mark.parametrize(
+    "name", ["cnn_small", "resnet20", "resnet18", "wrn28_10", "resnet50", "maxvit_t"]
+)
 def test_no_model_uses_the_nondeterministic_adaptive_pooling_kernel(name: str) -> None:
-    shape = (3, 32, 32) if name != "cnn_small" else (1, 8, 8)
+    shape = {"cnn_small": (1, 8, 8), "maxvit_t": (3, 224, 224)}.get(name, (3, 32, 32))
     model = build_model(name, 10, shape)
     pools = [m for m in model.modules() if isinstance(m, nn.AdaptiveAvgPool2d)]
     assert pools and all(isinstance(m, AvgPoolTo) for m in pools)
+
+
+def test_maxvit_classifies_imagenet_sized_images_and_refuses_others() -> None:
+    torch.manual_seed(0)
+    model = build_model("maxvit_t", 10, (3, 224, 224)).eval()
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
+    with pytest.raises(ConfigError, match="3x224x224"):
+        build_model("maxvit_t", 10, (3, 32, 32))

@@ -30,6 +30,10 @@ IMAGENET_IMP = [
     "appendix-schedule-comparison-imagenet-filter",
     "appendix-schedule-comparison-imagenet-iterative-filter",
     "appendix-ALLR-AccALLR-Comparison-Imagenet",
+    "appendix-schedule-comparison-imagenet-maxvit",
+    "appendix-schedule-comparison-imagenet-iterative-maxvit",
+    "appendix-schedule-comparison-imagenet-maxvit-filter",
+    "appendix-schedule-comparison-imagenet-iterative-maxvit-filter",
 ]
 
 
@@ -71,6 +75,9 @@ def test_every_smoke_grid_expands_to_valid_digits_configs(name, tmp_path):
         ("cifar10-envelope", 1224),
         # 3 sparsities x 2 seeds x (6 schedules x 3 epochs per cycle x 3 J + dense)
         ("imagenet-IMP-envelope", 330),
+        # 6 schedules x 4 sparsities x 4 budgets x 1 wd x 2 seeds
+        ("appendix-schedule-comparison-imagenet-maxvit", 192),
+        ("appendix-schedule-comparison-imagenet-iterative-maxvit-filter", 240),
         # 2 settings x 2 schedules x 5 criteria x 7 sparsities x 3 wd x 2 seeds
         ("appendix-distribution-layer-collapse", 840),
     ],

@@ -434,3 +434,15 @@ def test_bad_sparsity_names_the_field(bad: float) -> None:
     assert err.value.field == "method.sparsity"
     with pytest.raises(ConfigError):
         filter_masks(Tiny(), bad)
+
+
+def test_filter_pruning_covers_maxvit_including_depthwise_convs() -> None:
+    from benchmark.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("maxvit_t", 10, (3, 224, 224))
+    masks = filter_masks(model, 0.3)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert any(c.groups > 1 for c in convs)  # MBConv's depthwise convs are pruned by filter too
+    assert sum(name.endswith("weight") and masks[name].dim() == 4 for name in masks) == len(convs)
+    assert structured_sparsity(model, masks) == pytest.approx(0.3, abs=0.01)

@@ -48,6 +48,24 @@ RESNET50_IMAGENET = Problem(
     SEEDS,
 )
 
+# MaxViT-T on ImageNet: 200 epochs at batch 256, 20 warm-up epochs to 0.2, then /10 at 60, 120
+# and 160. The paper fixes its weight decay at 1e-5 (Appendix C).
+MAXVIT_IMAGENET = Problem(
+    "maxvit_t-imagenet",
+    {"name": "imagenet", "batch_size": 256},
+    "maxvit_t",
+    200,
+    {
+        "name": "stepped",
+        "lr": 0.2,
+        "warmup_epochs": 20.0,
+        "milestones": [60, 120, 160],
+        "values": [0.02, 0.002, 0.0002],
+    },
+    (1e-5,),
+    SEEDS,
+)
+
 # The smoke stand-in of every problem: the embedded digits data and a small CNN, a linear
 # schedule, one weight decay and two seeds; each run takes well under a second on one CPU core.
 # One torch thread: on a shared machine more threads make these tiny runs many times slower.

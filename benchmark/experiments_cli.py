@@ -221,7 +221,7 @@ def _ext(fmt: str) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """``prunebench list``: ids, descriptions and how many runs of each the store holds."""
-    from benchmark.experiments import EXPERIMENTS
+    from benchmark.experiments import EXPERIMENTS, NOT_REPRODUCIBLE
     from benchmark.store import load_store
 
     finished = _finished_ids(load_store(args.store))
@@ -231,6 +231,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         ids = set(e.plan(args.scale, args.store)["run_id"])
         held = f"{len(ids & finished)}/{len(ids)}" if ids else "no runs"
         rows.append((name, e.kind, held, e.description))
+    # The paper's other tables, listed so that none is silently missing.
+    for name, reason in NOT_REPRODUCIBLE.items():
+        rows.append((name, "table", "-", f"not reproducible here: {reason.split(':')[0]}"))
     header = ("id", "kind", f"runs held ({args.scale})", "description")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     for r in [header, *rows]:

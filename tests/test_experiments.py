@@ -218,3 +218,66 @@ def test_list_counts_the_runs_the_store_holds(reproduced, capsys):
 def test_table_of_a_figure_id_is_a_usage_error(tmp_path, capsys):
     assert main(["table", "cifar10-envelope", "--store", str(tmp_path)]) == 2
     assert "the id of a table" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- coverage of the paper
+
+PAPER_NETWORKS = {
+    "ResNet-56": "RESNET56_CIFAR10",
+    "ResNet-18": "RESNET18_CIFAR10",
+    "VGG-16": "VGG16_CIFAR10",
+    "WRN28x10": "WRN_CIFAR100",
+    "ResNet-50": "RESNET50_IMAGENET",
+    "MaxViT": "MAXVIT_IMAGENET",
+}
+
+
+def _schedule_from_text(text: str) -> dict:
+    """'0.2 t/20 for t in [1, 20]; 0.2 for t in [20, 60]; 0.02 for t in [61, 120]' -> stepped."""
+    out: dict = {"name": "stepped", "milestones": [], "values": []}
+    for segment in text.split("; "):
+        value, rest = segment.split(" ", 1)
+        start = int(rest.split("[")[1].split(",")[0])
+        if rest.startswith("t/"):
+            out["warmup_epochs"] = float(rest[2:].split(" ")[0])
+        elif "lr" not in out:
+            out["lr"] = float(value)
+        else:
+            out["milestones"].append(start - 1)
+            out["values"].append(float(value))
+    return out
+
+
+@pytest.mark.parametrize(("network", "problem"), PAPER_NETWORKS.items())
+def test_problems_train_as_the_papers_configuration_table_says(network, problem, tmp_path):
+    from benchmark.config import config_from_dict
+    from benchmark.experiments import problems
+
+    row = load_paper_table("problem_config").set_index("network").loc[network]
+    p = getattr(problems, problem)
+    cfg = config_from_dict(p.base(tmp_path))
+    assert p.epochs == row["epochs"] and cfg.data.batch_size == row["batch_size"]
+    assert cfg.optim.momentum == row["momentum"]
+    expected = _schedule_from_text(row["lr_schedule"])
+    assert cfg.schedule.name == "stepped" and cfg.schedule.lr == expected["lr"]
+    assert cfg.schedule.milestones == expected["milestones"]
+    assert cfg.schedule.values == pytest.approx(expected["values"])
+    assert cfg.schedule.warmup_epochs == expected.get("warmup_epochs", 0.0)
+
+
+def test_every_paper_table_is_a_spec_or_says_why_not():
+    from benchmark.experiments import NOT_REPRODUCIBLE
+    from benchmark.paper_numbers import list_paper_tables
+
+    tables = {n for n in EXPERIMENTS.names() if EXPERIMENTS.get(n).kind == "table"}
+    assert set(list_paper_tables()) == tables | set(NOT_REPRODUCIBLE)
+    assert not tables & set(NOT_REPRODUCIBLE)
+    with pytest.raises(ConfigError, match="translation .* not a task of the harness"):
+        get_experiment("appendix-schedule-comparison-wmt-t5")
+
+
+def test_list_names_the_tables_it_cannot_reproduce(tmp_path, capsys):
+    assert main(["list", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("appendix-schedule-comparison-coco"))
+    assert "not reproducible here: semantic segmentation" in line

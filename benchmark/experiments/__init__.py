@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from benchmark.errors import ConfigError
 from benchmark.experiments.base import Experiment, PlannedRun, Scale, TableLayout
+from benchmark.experiments.not_reproducible import NOT_REPRODUCIBLE
 from benchmark.registry import Registry
 
 EXPERIMENTS: Registry[Experiment] = Registry("experiment")
@@ -26,10 +28,27 @@ def _register_all() -> None:
 
 
 def get_experiment(experiment_id: str) -> Experiment:
-    """The spec registered as ``experiment_id`` (ConfigError listing the ids otherwise)."""
+    """The spec registered as ``experiment_id`` (ConfigError listing the ids otherwise).
+
+    A paper table that no spec rebuilds raises a ConfigError that says why.
+    """
+    if experiment_id in NOT_REPRODUCIBLE:
+        raise ConfigError(
+            "experiment id",
+            experiment_id,
+            f"a reproducible id; this table is not: {NOT_REPRODUCIBLE[experiment_id]}",
+        )
     return EXPERIMENTS.get(experiment_id, "experiment id")
 
 
 _register_all()
 
-__all__ = ["EXPERIMENTS", "Experiment", "PlannedRun", "Scale", "TableLayout", "get_experiment"]
+__all__ = [
+    "EXPERIMENTS",
+    "NOT_REPRODUCIBLE",
+    "Experiment",
+    "PlannedRun",
+    "Scale",
+    "TableLayout",
+    "get_experiment",
+]

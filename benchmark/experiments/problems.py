@@ -32,39 +32,20 @@ WRN_CIFAR100 = Problem(
     SEEDS,
 )
 
-RESNET50_IMAGENET = Problem(
-    "resnet50-imagenet",
-    {"name": "imagenet", "batch_size": 256},
-    "resnet50",
-    90,
-    {
-        "name": "stepped",
-        "lr": 0.1,
-        "warmup_epochs": 5.0,
-        "milestones": [30, 60, 80],
-        "values": [0.01, 0.001, 0.0001],
-    },
-    (1e-4,),
-    SEEDS,
-)
 
-# MaxViT-T on ImageNet: 200 epochs at batch 256, 20 warm-up epochs to 0.2, then /10 at 60, 120
-# and 160. The paper fixes its weight decay at 1e-5 (Appendix C).
-MAXVIT_IMAGENET = Problem(
-    "maxvit_t-imagenet",
-    {"name": "imagenet", "batch_size": 256},
-    "maxvit_t",
-    200,
-    {
-        "name": "stepped",
-        "lr": 0.2,
-        "warmup_epochs": 20.0,
-        "milestones": [60, 120, 160],
-        "values": [0.02, 0.002, 0.0002],
-    },
-    (1e-5,),
-    SEEDS,
-)
+def imagenet(
+    model: str, epochs: int, lr: float, warmup: float, steps: dict[int, float], wd: float
+) -> Problem:
+    """An ImageNet network (batch 256): linear warm-up to ``lr``, then ``steps`` (epoch: lr)."""
+    schedule = {"name": "stepped", "lr": lr, "warmup_epochs": warmup}
+    schedule |= {"milestones": list(steps), "values": list(steps.values())}
+    data = {"name": "imagenet", "batch_size": 256}
+    return Problem(f"{model}-imagenet", data, model, epochs, schedule, (wd,), SEEDS)
+
+
+RESNET50_IMAGENET = imagenet("resnet50", 90, 0.1, 5.0, {30: 0.01, 60: 0.001, 80: 0.0001}, 1e-4)
+# MaxViT-T: the paper fixes its weight decay at 1e-5 (Appendix C).
+MAXVIT_IMAGENET = imagenet("maxvit_t", 200, 0.2, 20.0, {60: 0.02, 120: 0.002, 160: 0.0002}, 1e-5)
 
 # The smoke stand-in of every problem: the embedded digits data and a small CNN, a linear
 # schedule, one weight decay and two seeds; each run takes well under a second on one CPU core.

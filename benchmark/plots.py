@@ -8,7 +8,7 @@ bands span the min and max test accuracy over that configuration's seeds.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from benchmark.experiments.base import Experiment, Scale
 from benchmark.experiments.figure_specs import DENSE_ROW, RENDA_ROW
@@ -52,6 +53,19 @@ def style(label: str) -> tuple[str, str]:
     return _PALETTE[h % len(_PALETTE)], marker
 
 
+def figure_styles(labels: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """(colour, marker) per label of one figure: the fixed style for the paper's names, and for
+    any other label a palette colour that no other line of the figure uses (when one is left)."""
+    labels = list(dict.fromkeys(labels))
+    styles = {label: STYLES[label] for label in labels if label in STYLES}
+    used = {color for color, _ in styles.values()}
+    free = [c for c in _PALETTE if c not in used] or _PALETTE
+    others = [label for label in labels if label not in styles]
+    for i, label in enumerate(others):
+        styles[label] = (free[i % len(free)], style(label)[1])
+    return styles
+
+
 def _new_figure(rows: int, cols: int, width: float = 4.2, height: float = 3.3) -> Figure:
     fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
     FigureCanvasAgg(fig)
@@ -60,27 +74,43 @@ def _new_figure(rows: int, cols: int, width: float = 4.2, height: float = 3.3) -
 
 
 def _line(
-    ax: Axes, frame: pd.DataFrame, label: str, x: str, y: str = "accuracy", key: str | None = None
+    ax: Axes, frame: pd.DataFrame, label: str, x: str, look: tuple[str, str], y: str = "accuracy"
 ) -> None:
-    """A line with markers and a min-max band over seeds, sorted by ``x``; styled by ``key``."""
+    """A line with markers and a min-max band over seeds, sorted by ``x``, in ``look``."""
     frame = frame.sort_values(x)
-    color, marker = style(key or label)
+    color, marker = look
     ax.plot(frame[x], frame[y], color=color, marker=marker or None, label=label, linewidth=1.5)
     ax.fill_between(
         frame[x], frame[f"{y}_min"], frame[f"{y}_max"], color=color, alpha=0.2, linewidth=0
     )
 
 
-def _legend(ax: Axes, **kwargs: object) -> None:
-    """A legend when the panel has labelled lines (an empty store draws none)."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(**kwargs)
+def _shared_legend(fig: Figure, **kwargs: object) -> None:
+    """One legend for all panels, below them, so that no legend hides data or the title.
+
+    Every label drawn in any panel appears once, in first-drawn order; an empty store draws none.
+    """
+    entries: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(
+            list(entries.values()),
+            list(entries),
+            loc="outside lower center",
+            ncols=min(len(entries), 4),
+            **kwargs,
+        )
 
 
 def _reference(ax: Axes, value: float, row: str) -> None:
     """A horizontal reference line: the dense model (solid) or Renda et al. (dashed)."""
     color, _ = style(row)
     dense = row == DENSE_ROW
+    # axhline does not take part in autoscaling; without this the line can sit on the frame.
+    ax.update_datalim([(0.0, value)], updatex=False)
+    ax.autoscale_view()
     ax.axhline(
         value,
         color=color,
@@ -109,21 +139,23 @@ def envelope_figure(
 ) -> Figure:
     """Best test accuracy per total retraining epochs; dense and Renda et al. as references."""
     best, missing = _aggregate(plan, store)
+    looks = figure_styles(plan["row"].astype(str))
     goals = sorted(plan["goal"].dropna().unique())
     fig = _new_figure(1, len(goals))
     for ax, goal in zip(fig.axes, goals, strict=True):
         at = best[best["goal"] == goal]
         for row, frame in _by_row(at[at["section"] != "reference"], plan):
-            _line(ax, frame, f"IMP + {row}", "x", key=row)
+            _line(ax, frame, f"IMP + {row}", "x", looks[row])
         for row in (DENSE_ROW, RENDA_ROW):
             ref = at[at["row"] == row]
             if len(ref):
                 _reference(ax, float(ref["accuracy"].iloc[0]), row)
         ax.set_title(f"{goal:g}% sparsity")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("total retraining epochs")
         ax.set_ylabel(ACCURACY_LABEL)
         ax.grid(True, alpha=0.3)
-        _legend(ax, fontsize=8)
+    _shared_legend(fig, fontsize=8)
     _footer(fig, experiment, scale, plan, missing)
     return fig
 
@@ -133,6 +165,7 @@ def budgeted_initial_figure(
 ) -> Figure:
     """Deviation from the full-initial-budget accuracy against the initial training length."""
     best, missing = _aggregate(plan, store)
+    looks = figure_styles(plan["row"].astype(str))
     sections = list(dict.fromkeys(plan["section"]))
     fig = _new_figure(len(sections), 1, width=5.5)
     for ax, section in zip(fig.axes, sections, strict=True):
@@ -141,13 +174,14 @@ def budgeted_initial_figure(
             shifted = frame.assign(
                 **{c: frame[c] - full for c in ("accuracy", "accuracy_min", "accuracy_max")}
             )
-            _line(ax, shifted, str(row), "x")
+            _line(ax, shifted, str(row), "x", looks[row])
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_title(section)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("initial training epochs")
         ax.set_ylabel("deviation from full budget (pp)")
         ax.grid(True, alpha=0.3)
-        _legend(ax, title="goal sparsity", fontsize=8)
+    _shared_legend(fig, title="goal sparsity", fontsize=8)
     _footer(fig, experiment, scale, plan, missing)
     return fig
 
@@ -159,6 +193,7 @@ def tradeoff_figure(
     layout = experiment.layout(scale)
     goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups} if layout else None
     best, missing = _aggregate(plan, store, goals)
+    looks = figure_styles(plan["row"].astype(str))
     sections = list(dict.fromkeys(plan["section"]))
     # One section alone gets a wider panel so the title fits.
     fig = _new_figure(2, len(sections), width=max(4.2, 7.0 / len(sections)))
@@ -170,12 +205,12 @@ def tradeoff_figure(
             (axes[1, j], "speedup", "theoretical speedup (x)"),
         ):
             for row, frame in _by_row(at, plan):
-                _line(ax, frame, row, x)
+                _line(ax, frame, row, x, looks[row])
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ACCURACY_LABEL)
             ax.set_title("" if section == "comparison" else section)  # the default section
             ax.grid(True, alpha=0.3)
-            _legend(ax, fontsize=7)
+    _shared_legend(fig, fontsize=8)
     _footer(fig, experiment, scale, plan, missing)
     return fig
 

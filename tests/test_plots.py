@@ -20,8 +20,10 @@ def _figure(experiment_id: str, tmp_path: Path, store: pd.DataFrame | None = Non
     return FIGURES[experiment.plot](experiment, "smoke", plan, store), plan
 
 
-def _labels(ax) -> list[str]:
-    return [t.get_text() for t in ax.get_legend().get_texts()]
+def _labels(fig) -> list[str]:
+    """The entries of the figure's one shared legend."""
+    (legend,) = fig.legends
+    return [t.get_text() for t in legend.get_texts()]
 
 
 def test_envelope_has_one_panel_per_sparsity_with_imp_band_and_both_references(tmp_path):
@@ -32,7 +34,7 @@ def test_envelope_has_one_panel_per_sparsity_with_imp_band_and_both_references(t
         assert ax.get_xlabel() == "total retraining epochs"
         assert ax.get_ylabel() == "test accuracy (%)"
         assert len(ax.get_lines()) == 3
-        assert _labels(ax) == ["IMP + ALLR", "dense model", "Renda et al."]
+        assert _labels(fig) == ["IMP + ALLR", "dense model", "Renda et al."]
         assert len(ax.collections) == 1  # the max-min band over seeds
         imp = ax.get_lines()[0]
         # One point per distinct total E * J of the smoke grid (E in {1, 2}, J in {1, 2, 3}).
@@ -47,7 +49,7 @@ def test_budgeted_initial_draws_deviation_lines_that_end_at_zero(tmp_path):
         assert ax.get_ylabel() == "deviation from full budget (pp)"
         lines = ax.get_lines()
         assert len(lines) == 3  # two sparsities and the zero line
-        assert _labels(ax) == ["90%", "95%"]
+        assert _labels(fig) == ["90%", "95%"]
         for line in lines[:2]:
             assert line.get_xdata()[-1] == 20.0 and line.get_ydata()[-1] == pytest.approx(0.0)
 
@@ -60,7 +62,7 @@ def test_selection_criteria_tradeoffs_have_sparsity_and_speedup_rows(tmp_path):
     assert all(ax.get_xlabel() == "sparsity (%)" for ax in top)
     assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in bottom)
     for ax in fig.axes:
-        assert _labels(ax) == ["global", "uniform", "uniform+", "erk", "lamp"]
+        assert _labels(fig) == ["global", "uniform", "uniform+", "erk", "lamp"]
         assert len(ax.get_lines()) == 5 and len(ax.collections) == 5
 
 
@@ -96,11 +98,10 @@ def test_draw_writes_png_and_pdf_and_reports_missing_runs(tmp_path):
 def test_imagenet_envelope_has_a_line_per_schedule_and_the_dense_reference(tmp_path):
     fig, plan = _figure("imagenet-IMP-envelope", tmp_path)
     assert [ax.get_title() for ax in fig.axes] == ["50% sparsity", "90% sparsity"]
+    schedules = ("FT", "LRW", "SLR", "CLR", "LLR", "ALLR")
+    assert _labels(fig) == [f"IMP + {s}" for s in schedules] + ["dense model"]
     for ax in fig.axes:
         assert ax.get_xlabel() == "total retraining epochs"
-        assert _labels(ax) == [f"IMP + {s}" for s in ("FT", "LRW", "SLR", "CLR", "LLR", "ALLR")] + [
-            "dense model"
-        ]
         assert len(ax.get_lines()) == 7 and len(ax.collections) == 6
         # Totals E * J for E in {1, 2} and J in {1, 2}: 1, 2 and 4 epochs.
         assert list(ax.get_lines()[0].get_xdata()) == [1.0, 2.0, 4.0]
@@ -118,7 +119,7 @@ def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tm
     assert all(ax.get_xlabel() == "sparsity (%)" for ax in fig.axes[:4])
     assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in fig.axes[4:])
     for ax in fig.axes:
-        assert _labels(ax) == ["global", "uniform", "uniform+", "erk", "lamp"]
+        assert _labels(fig) == ["global", "uniform", "uniform+", "erk", "lamp"]
         assert len(ax.get_lines()) == 5
 
 
@@ -127,7 +128,7 @@ def test_gmp_vs_bimp_figure_has_a_line_per_variant(tmp_path):
     assert len(fig.axes) == 2  # sparsity and speedup against accuracy
     for ax in fig.axes:
         assert ax.get_ylabel() == "test accuracy (%)"
-        assert _labels(ax) == list(dict.fromkeys(plan["row"]))
+        assert _labels(fig) == list(dict.fromkeys(plan["row"]))
         assert len(ax.get_lines()) == plan["row"].nunique() == 7
 
 
@@ -139,12 +140,22 @@ def test_every_figure_labels_its_axes_and_names_every_line(name, tmp_path):
     fig, plan = _figure(name, tmp_path)
     assert fig.axes
     rows = set(plan["row"]) if len(plan) else set()
+    named: dict[str, None] = {}
     for ax in fig.axes:
         assert ax.get_xlabel() and ax.get_ylabel()
         lines = ax.get_lines()
         assert lines, f"{name}: a panel without lines"
-        named = [line.get_label() for line in lines if not line.get_label().startswith("_")]
-        assert _labels(ax) == named  # the legend names exactly the drawn lines
-        if rows:  # every data line is one of the spec's rows (or a reference line)
-            allowed = rows | {f"IMP + {r}" for r in rows} | {"dense model", "Renda et al."}
-            assert set(named) <= allowed
+        named |= dict.fromkeys(x.get_label() for x in lines if not x.get_label().startswith("_"))
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == list(named)  # exactly the drawn lines
+    if rows:  # every data line is one of the spec's rows (or a reference line)
+        allowed = rows | {f"IMP + {r}" for r in rows} | {"dense model", "Renda et al."}
+        assert set(named) <= allowed
+
+
+def test_lines_of_one_figure_never_share_a_colour(tmp_path):
+    fig, plan = _figure("gmp-vs-bimp-cifar100", tmp_path)
+    colours = [line.get_color() for line in fig.axes[0].get_lines()]
+    assert len(set(colours)) == len(colours) == 7
+    # The paper's names keep their colour.
+    assert fig.axes[0].get_lines()[-1].get_color() == style("BIMP")[0]

@@ -9,9 +9,9 @@ PAPER_PROBLEM = dataclasses.replace(
     RESNET56_CIFAR10, schedule={"name": "linear", "lr": 0.1}, weight_decays=(5e-4,)
 )
 PAPER_T0 = (10, 25, 50, 75, 100, 125, 150, 175, 200)
-PAPER_SETTINGS = (("One Shot (30 epochs)", 1, 30), ("iterative (3 x 15 epochs)", 3, 15))
+PAPER_SETTINGS = (("One Shot (30 epochs)", 1, 30), ("Iterative (3 x 15 epochs)", 3, 15))
 SMOKE_T0 = (2, 5, 10, 20)
-SMOKE_SETTINGS = (("One Shot (3 epochs)", 1, 3), ("iterative (3 x 1 epochs)", 3, 1))
+SMOKE_SETTINGS = (("One Shot (3 epochs)", 1, 3), ("Iterative (3 x 1 epochs)", 3, 1))
 
 
 def spec(schedule: str) -> BudgetedInitialFigure:

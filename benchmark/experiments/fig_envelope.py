@@ -43,7 +43,7 @@ LLR = EnvelopeFigure(
 # 90 epochs per cycle, 1-3 cycles), so reproducing both tables also draws this figure.
 IMAGENET = EnvelopeFigure(
     "imagenet-IMP-envelope",
-    "ResNet-50/ImageNet: every retraining schedule's IMP envelope vs the dense model, 70/80/90%",
+    "ResNet-50/ImageNet: every retraining schedule's IMP envelope vs the dense model",
     smoke=EnvelopeGrid(SMOKE, (50, 90), TRANSLATIONS, (1, 2), (1, 2), renda=False),
     paper=EnvelopeGrid(RESNET50_IMAGENET, (70, 80, 90), TRANSLATIONS, (2, 5, 10), (1, 2, 3), False),
 )

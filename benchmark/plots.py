@@ -38,6 +38,22 @@ STYLES: dict[str, tuple[str, str]] = {
     name: (_PALETTE[i % len(_PALETTE)], _MARKERS[i % len(_MARKERS)])
     for i, name in enumerate(_NAMES)
 }
+# Schedules and criteria are compared among themselves, never with the methods: they get the
+# high-contrast colours (the palette's tail is too alike for lines drawn side by side).
+_CONTRAST = {
+    ("FT", "global"): "#7f7f7f",
+    ("LRW", "uniform"): "#ff7f0e",
+    ("SLR", "uniform+"): "#2ca02c",
+    ("CLR", "erk"): "#9467bd",
+    ("LLR", "lamp"): "#8c564b",
+    ("ALLR",): "#1f77b4",
+    ("ALLRd1",): "#17becf",
+    ("ALLRd2",): "#bcbd22",
+    ("AccALLR",): "#e377c2",
+}
+STYLES.update(
+    {name: (color, STYLES[name][1]) for names, color in _CONTRAST.items() for name in names}
+)
 STYLES[DENSE_ROW] = ("#000000", "")
 STYLES[RENDA_ROW] = ("#d62728", "")
 ACCURACY_LABEL = "test accuracy (%)"

@@ -281,3 +281,12 @@ def test_list_names_the_tables_it_cannot_reproduce(tmp_path, capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("appendix-schedule-comparison-coco"))
     assert "not reproducible here: semantic segmentation" in line
+
+
+def test_every_figure_of_the_paper_is_a_spec():
+    import re
+
+    tex = (Path(__file__).parent / "fixtures" / "paper.tex").read_text()
+    figures = set(re.findall(r"\\label\{fig:([^}]+)\}", tex))
+    assert len(figures) == 11
+    assert figures == {n for n in EXPERIMENTS.names() if EXPERIMENTS.get(n).kind == "figure"}

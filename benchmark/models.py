@@ -66,8 +66,9 @@ def conv3x3(c_in: int, c_out: int, stride: int = 1, bias: bool = False) -> nn.Co
 class AvgPoolTo(nn.AdaptiveAvgPool2d):
     """Adaptive average pooling that runs as plain average pooling when the sizes divide.
 
-    Same values, but unlike adaptive pooling its CUDA backward is deterministic, which
-    ``runtime.deterministic`` needs (torch refuses the adaptive kernel in that mode).
+    Equal values (up to float rounding), but unlike adaptive pooling its CUDA backward is
+    deterministic, which ``runtime.deterministic`` needs (torch refuses the adaptive kernel
+    in that mode).
     """
 
     def forward(self, x: Tensor) -> Tensor:

@@ -50,12 +50,13 @@ def seed_everything(seed: int) -> None:
 
 def configure_kernels(device: torch.device, deterministic: bool) -> None:
     """Pick reproducible GPU kernels, or the fastest ones (cuDNN autotuning) when not required."""
+    # Always set: a CPU run after a deterministic GPU run in one process must not inherit it.
+    torch.use_deterministic_algorithms(deterministic and device.type == "cuda")
     if device.type != "cuda":
         return
     if deterministic:
         # cuBLAS needs a fixed workspace to be deterministic; read at its first use.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(deterministic)
     torch.backends.cudnn.deterministic = deterministic
     torch.backends.cudnn.benchmark = not deterministic
 
@@ -162,8 +163,9 @@ class Trainer:
             "numpy": np.random.get_state(),
             "python": random.getstate(),
         }
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
+        if self.device.type == "cuda":
+            # This run's GPU only: a resumed job may see a different number of GPUs.
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
         return {
             "run_id": self.cfg.run_id,
             "state": self.state,
@@ -189,8 +191,8 @@ class Trainer:
         torch.set_rng_state(rng["torch"].cpu())
         np.random.set_state(rng["numpy"])
         random.setstate(rng["python"])
-        if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([state.cpu() for state in rng["cuda"]])
+        if "cuda" in rng and self.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
 
     def try_resume(self) -> bool:
         """Restore the last checkpoint of this run id if one exists; True when resumed."""

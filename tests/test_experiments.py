@@ -290,3 +290,11 @@ def test_every_figure_of_the_paper_is_a_spec():
     figures = set(re.findall(r"\\label\{fig:([^}]+)\}", tex))
     assert len(figures) == 11
     assert figures == {n for n in EXPERIMENTS.names() if EXPERIMENTS.get(n).kind == "figure"}
+
+
+def test_criteria_grid_refuses_budgets_that_do_not_split_into_the_cycles():
+    from benchmark.experiments.figure_specs import CriteriaGrid
+    from benchmark.experiments.problems import SMOKE
+
+    with pytest.raises(ValueError, match=r"10 retraining epochs do not split into \[3\]"):
+        CriteriaGrid(SMOKE, (90,), ("global",), ("FT",), 10, cycles=(1, 3))

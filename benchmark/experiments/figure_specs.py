@@ -141,6 +141,11 @@ class CriteriaGrid:
     retrain_epochs: int  # in total, split equally over the cycles
     cycles: tuple[int, ...] = (1,)
 
+    def __post_init__(self) -> None:
+        uneven = [j for j in self.cycles if self.retrain_epochs % j]
+        if uneven:
+            raise ValueError(f"{self.retrain_epochs} retraining epochs do not split into {uneven}")
+
 
 class SelectionCriteriaFigure(Experiment):
     """Sparsity-vs-accuracy and theoretical-speedup-vs-accuracy trade-offs per criterion."""

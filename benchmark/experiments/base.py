@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import pandas as pd
 
@@ -144,6 +144,9 @@ class TableLayout:
         return self.ranked_sections is None or section in self.ranked_sections
 
 
+G = TypeVar("G")
+
+
 class Experiment:
     """A table or figure of the paper: which runs it needs at each scale and how it is shown."""
 
@@ -173,6 +176,14 @@ class Experiment:
     def plan(self, scale: Scale, store: Path | str) -> pd.DataFrame:
         """:meth:`runs` as a frame (one row per run: run id, cell, tuned configuration, seed)."""
         return plan_frame(self.runs(scale, store))
+
+
+class GridExperiment(Experiment, Generic[G]):
+    """An experiment whose runs come from one grid object per scale (smoke and paper)."""
+
+    def __init__(self, id: str, description: str, smoke: G, paper: G, *, ci: bool = False) -> None:
+        self.id, self.description, self.ci = id, description, ci
+        self.grids: dict[str, G] = {"smoke": smoke, "paper": paper}
 
 
 def plan_frame(runs: Iterable[PlannedRun]) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benchmark.experiments.base import (
     Experiment,
+    GridExperiment,
     PlannedRun,
     Problem,
     Scale,
@@ -48,17 +49,11 @@ class EnvelopeGrid:
     renda: bool = True  # the Renda et al. baseline as a reference line
 
 
-class EnvelopeFigure(Experiment):
+class EnvelopeFigure(GridExperiment[EnvelopeGrid]):
     """Best test accuracy per total number of retraining epochs; one panel per sparsity."""
 
     kind = "figure"
     plot = "envelope"
-
-    def __init__(
-        self, id: str, description: str, smoke: EnvelopeGrid, paper: EnvelopeGrid, ci: bool = False
-    ) -> None:
-        self.id, self.description, self.ci = id, description, ci
-        self.grids = {"smoke": smoke, "paper": paper}
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         g = self.grids[scale]
@@ -102,17 +97,11 @@ class InitialBudgetGrid:
     settings: tuple[tuple[str, int, int], ...]  # (panel title, cycles, epochs per cycle)
 
 
-class BudgetedInitialFigure(Experiment):
+class BudgetedInitialFigure(GridExperiment[InitialBudgetGrid]):
     """Deviation from the full-budget result against the initial training length."""
 
     kind = "figure"
     plot = "budgeted_initial"
-
-    def __init__(
-        self, id: str, description: str, smoke: InitialBudgetGrid, paper: InitialBudgetGrid
-    ) -> None:
-        self.id, self.description = id, description
-        self.grids = {"smoke": smoke, "paper": paper}
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         g = self.grids[scale]
@@ -147,15 +136,11 @@ class CriteriaGrid:
             raise ValueError(f"{self.retrain_epochs} retraining epochs do not split into {uneven}")
 
 
-class SelectionCriteriaFigure(Experiment):
+class SelectionCriteriaFigure(GridExperiment[CriteriaGrid]):
     """Sparsity-vs-accuracy and theoretical-speedup-vs-accuracy trade-offs per criterion."""
 
     kind = "figure"
     plot = "criteria"
-
-    def __init__(self, id: str, description: str, smoke: CriteriaGrid, paper: CriteriaGrid) -> None:
-        self.id, self.description = id, description
-        self.grids = {"smoke": smoke, "paper": paper}
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         g = self.grids[scale]

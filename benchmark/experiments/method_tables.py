@@ -18,7 +18,7 @@ from typing import Any
 
 from benchmark.experiments.base import (
     Block,
-    Experiment,
+    GridExperiment,
     PlannedRun,
     Problem,
     Scale,
@@ -97,7 +97,7 @@ def sparsity_specifiable(method: str) -> bool:
     return get_method(method).info.sparsity_specifiable
 
 
-class MethodTable(Experiment):
+class MethodTable(GridExperiment[tuple[MethodGrid, ...]]):
     """A method-comparison table; one :class:`MethodGrid` per section."""
 
     kind = "table"
@@ -113,8 +113,7 @@ class MethodTable(Experiment):
         per_row: tuple[str, ...] = ("img_per_s",),
         ci: bool = False,
     ) -> None:
-        self.id, self.description, self.ci = id, description, ci
-        self.grids = {"smoke": smoke, "paper": paper}
+        super().__init__(id, description, smoke, paper, ci=ci)
         self.per_row = per_row
 
     def unavailable_rows(self, scale: Scale) -> dict[str, str]:

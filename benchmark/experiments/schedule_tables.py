@@ -14,7 +14,7 @@ from pathlib import Path
 
 from benchmark.experiments.base import (
     Block,
-    Experiment,
+    GridExperiment,
     PlannedRun,
     Problem,
     Scale,
@@ -49,16 +49,10 @@ class ScheduleGrid:
     structured: bool = False
 
 
-class ScheduleTable(Experiment):
+class ScheduleTable(GridExperiment[ScheduleGrid]):
     """A retraining-schedule comparison table (IMP, One Shot or iterative)."""
 
     kind = "table"
-
-    def __init__(
-        self, id: str, description: str, smoke: ScheduleGrid, paper: ScheduleGrid, ci: bool = False
-    ) -> None:
-        self.id, self.description, self.ci = id, description, ci
-        self.grids = {"smoke": smoke, "paper": paper}
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         g = self.grids[scale]

@@ -143,7 +143,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     classes = 10
-    device = resolve_device(args.device)
+    try:
+        device = resolve_device(args.device)
+    except RuntimeError:
+        parser.error(f"--device = {args.device!r} is invalid; allowed: auto, cpu, cuda, cuda:N")
     args.runtime = {"device": str(device), "deterministic": args.deterministic}
     configure_kernels(device, args.deterministic)  # the bare loop gets the same kernels
     shape = (3, 32, 32)

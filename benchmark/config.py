@@ -329,7 +329,7 @@ def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
 def validate(cfg: RunConfig) -> None:
     """Check every value and cross-field rule before any compute; raises ConfigError."""
     from benchmark.data import DATASETS, validate_data_config
-    from benchmark.models import MODELS
+    from benchmark.models import MODELS, validate_model_data
     from benchmark.schedules import validate_schedule
     from methods import get_method
 
@@ -337,6 +337,7 @@ def validate(cfg: RunConfig) -> None:
     DATASETS.get(cfg.data.name, "data.name")
     validate_data_config(cfg.data)
     MODELS.get(cfg.model.name, "model.name")
+    validate_model_data(cfg.model.name, cfg.data.name)
     o = cfg.optim
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
     check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")

@@ -35,6 +35,22 @@ ModelBuilder = Callable[[int, InputShape], nn.Module]
 MODELS: Registry[ModelBuilder] = Registry("model")
 
 
+# Models that work on some datasets only: name -> the registered datasets they accept.
+MODEL_DATASETS: dict[str, tuple[str, ...]] = {"maxvit_t": ("imagenet",)}
+
+
+def validate_model_data(model: str, data: str) -> None:
+    """Raise ConfigError("model.name", ...) when ``model`` cannot train on dataset ``data``."""
+    allowed = MODEL_DATASETS.get(model)
+    if allowed is not None and data not in allowed:
+        datasets = ", ".join(repr(d) for d in allowed)
+        raise ConfigError(
+            "model.name",
+            model,
+            f"a model for data.name = {data!r} ({model} needs data.name in {datasets})",
+        )
+
+
 def build_model(name: str, num_classes: int, input_shape: InputShape) -> nn.Module:
     """Build the registered model ``name``; unknown names raise ConfigError("model.name", ...)."""
     builder = MODELS.get(name, "model.name")

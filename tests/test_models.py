@@ -185,3 +185,15 @@ def test_maxvit_classifies_imagenet_sized_images_and_refuses_others() -> None:
         assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
     with pytest.raises(ConfigError, match="3x224x224"):
         build_model("maxvit_t", 10, (3, 32, 32))
+
+
+def test_a_model_on_a_dataset_it_cannot_take_is_refused_before_anything_is_written(
+    tmp_path, capsys
+) -> None:
+    from benchmark.cli import main
+
+    store = tmp_path / "runs"
+    assert main(["run", "--set", "model.name=maxvit_t", "--set", f"output.dir={str(store)!r}"]) == 2
+    err = capsys.readouterr().err
+    assert "model.name = 'maxvit_t'" in err and "data.name in 'imagenet'" in err
+    assert not store.exists()

@@ -24,6 +24,11 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--format", choices=FORMATS, default="markdown")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
+    table.add_argument(
+        "--stats", action="store_true", help="add n, confidence intervals and significance marks"
+    )
+    table.add_argument("--ci", choices=("t", "bootstrap"), default="t", help="with --stats")
+    table.add_argument("--level", type=float, default=0.95, help="confidence level (--stats)")
     _common(table)
 
     plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
@@ -84,7 +89,18 @@ def cmd_table(args: argparse.Namespace) -> int:
 
     experiment = get_experiment(args.id)
     scale = _scale(experiment, args.scale, args.store)
+    if args.stats:
+        from benchmark.seedstats import check_level
+
+        check_level(args.level)
     table = rebuild(experiment, scale, args.store, paper=args.paper)
+    if args.stats:
+        from benchmark.store import load_store
+        from benchmark.table_stats import annotate
+
+        layout = experiment.layout(scale)
+        plan = experiment.plan(scale, args.store)
+        annotate(table, layout, plan, load_store(args.store), level=args.level, method=args.ci)
     _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
     return 0
 

@@ -155,6 +155,9 @@ class Value:
     paper_mean: float | None = None
     paper_std: float | None = None
     paper_missing: bool = False
+    # Hook for benchmark.table_stats: text shown after the value and extra CSV columns.
+    annotation: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -424,6 +427,7 @@ def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
         if v.highlight == "first":
             text = f"**{text}**"
         text += MARKDOWN_RANKS.get(v.highlight, "") + ("†" if v.status == "partial" else "")
+        text += v.annotation
     if with_paper and v.status != "unavailable":
         text += f" ({_paper_text(v, metric, ' ± ')})"
     return text
@@ -498,6 +502,7 @@ def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
             text = rf"\{v.highlight}{{{text}}}"
         if v.status == "partial":
             text += r"$^\dagger$"
+        text += _tex(v.annotation).replace("≈", r"$\approx$")
     if with_paper and v.status != "unavailable":
         text += (
             r" {\scriptsize("
@@ -526,6 +531,7 @@ def table_frame(table: Table) -> pd.DataFrame:
                     "note": "" if v.status == "ok" else v.status,
                     "planned": v.planned,
                     "missing": v.missing,
+                    **v.stats,
                 }
                 if table.with_paper:
                     diff = None if v.mean is None or v.paper_mean is None else v.mean - v.paper_mean

@@ -29,7 +29,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    from benchmark import experiments_cli, launch_cli, schedule_cli
+    from benchmark import experiments_cli, launch_cli, report_cli, schedule_cli
 
     parser = argparse.ArgumentParser(
         prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cli.add_parser(sub)
     experiments_cli.add_parsers(sub)
     launch_cli.add_parsers(sub)
+    report_cli.add_parsers(sub)
     return parser
 
 
@@ -237,6 +238,12 @@ def _launch_commands() -> dict[str, Any]:
     return launch_cli.COMMANDS
 
 
+def _report_commands() -> dict[str, Any]:
+    from benchmark import report_cli
+
+    return report_cli.COMMANDS
+
+
 COMMANDS = {
     "run": cmd_run,
     "demo": cmd_demo,
@@ -246,6 +253,7 @@ COMMANDS = {
     "fake-data": cmd_fake_data,
     **_experiment_commands(),
     **_launch_commands(),
+    **_report_commands(),
 }
 
 

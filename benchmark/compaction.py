@@ -217,3 +217,9 @@ def compact(model: nn.Module, example_input: Tensor) -> nn.Module:
 def channel_counts(model: nn.Module) -> dict[str, int]:
     """Output channels of every Conv2d, by module name (to report what compaction removed)."""
     return {n: m.out_channels for n, m in model.named_modules() if isinstance(m, nn.Conv2d)}
+
+
+def kept_fraction(model: nn.Module, compacted: nn.Module) -> float:
+    """Parameters of ``compacted`` as a fraction of those of ``model``."""
+    total = sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in compacted.parameters()) / total if total else 1.0

@@ -29,9 +29,12 @@ METRICS: dict[str, tuple[str, float]] = {
     "speedup": ("speedup", 1.0),
     "sparsity": ("sparsity", 100.0),
     "img_per_s": ("images_per_s", 1.0),
+    # Set by `prunebench latency RUN_ID` (benchmark.run_latency); NaN where not measured.
+    "measured_speedup": ("measured_speedup", 1.0),
 }
 HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "img_per_s": "img/s"}
-DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0}
+HEADERS["measured_speedup"] = "Measured speedup"
+DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measured_speedup": 2}
 SPARSITY_TOLERANCE = 0.25  # percent points, for methods without a goal sparsity
 RANKS = ("first", "second", "third")
 STORE_COLUMNS = ["run_id", "status", "val.top1", *(c for c, _ in METRICS.values())]

@@ -8,7 +8,7 @@ CPU with ``time.perf_counter``, and the torch thread count is recorded (it chang
 several-fold). ``channels_last`` memory format is used on CUDA, where convolutions prefer it.
 
 ``measured_speedup = median latency of the dense model / median latency of the pruned model``
-at the same batch size on the same device, measured back to back.
+at the same batch size on the same device, the two models timed in alternating chunks.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from torch import nn
 from benchmark.errors import ConfigError
 
 DEFAULT_BATCHES = (1, 64)
+ROUNDS = 5  # dense and pruned are timed in alternating chunks (see interleaved)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,33 @@ def time_forward(
     return times
 
 
+def _inputs(
+    input_shape: Sequence[int],
+    batch: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    channels_last: bool,
+) -> torch.Tensor:
+    """Fixed random inputs of ``(batch, *input_shape)`` (seeded) on ``device``."""
+    check_positive("batch", batch)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, *input_shape, generator=generator).to(device=device, dtype=dtype)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last and x.dim() == 4 else x
+
+
+def _timing(times: Sequence[float], batch: int, warmup: int) -> Timing:
+    median = float(np.median(times))
+    return Timing(
+        batch=batch,
+        median_ms=median,
+        p10_ms=float(np.percentile(times, 10)),
+        p90_ms=float(np.percentile(times, 90)),
+        images_per_s=batch / median * 1000.0,
+        repeats=len(times),
+        warmup=warmup,
+    )
+
+
 def measure(
     model: nn.Module,
     input_shape: Sequence[int],
@@ -121,25 +149,36 @@ def measure(
     dtype: torch.dtype = torch.float32,
 ) -> Timing:
     """Latency of ``model`` on random inputs of ``(batch, *input_shape)`` (seeded, fixed)."""
-    check_positive("batch", batch)
     device = torch.device(device)
     channels_last = device.type == "cuda" if channels_last is None else channels_last
-    model = _prepare(model, device, channels_last and len(input_shape) == 3)
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(batch, *input_shape, generator=generator).to(device=device, dtype=dtype)
-    if channels_last and x.dim() == 4:
-        x = x.contiguous(memory_format=torch.channels_last)
-    times = np.asarray(time_forward(model, x, warmup=warmup, repeats=repeats))
-    median = float(np.median(times))
-    return Timing(
-        batch=batch,
-        median_ms=median,
-        p10_ms=float(np.percentile(times, 10)),
-        p90_ms=float(np.percentile(times, 90)),
-        images_per_s=batch / median * 1000.0,
-        repeats=repeats,
-        warmup=warmup,
-    )
+    x = _inputs(input_shape, batch, device, dtype, channels_last)
+    model = _prepare(model, device, channels_last and x.dim() == 4)
+    return _timing(time_forward(model, x, warmup=warmup, repeats=repeats), batch, warmup)
+
+
+def interleaved(
+    models: Sequence[nn.Module],
+    x: torch.Tensor,
+    *,
+    warmup: int = 10,
+    repeats: int = 50,
+    rounds: int = ROUNDS,
+) -> list[list[float]]:
+    """Per model, ``repeats`` timings taken in ``rounds`` alternating chunks after warm-up.
+
+    Alternating the models spreads any drift of the machine's load (other processes, clock
+    boost, thermal limits) over all of them instead of biasing whichever ran last.
+    """
+    check_positive("repeats", repeats)
+    for model in models:
+        time_forward(model, x, warmup=warmup, repeats=1)
+    rounds = min(rounds, repeats)
+    chunks = [repeats // rounds + (i < repeats % rounds) for i in range(rounds)]
+    times: list[list[float]] = [[] for _ in models]
+    for chunk in chunks:
+        for i, model in enumerate(models):
+            times[i] += time_forward(model, x, warmup=0, repeats=chunk)
+    return times
 
 
 def compare(
@@ -163,19 +202,10 @@ def compare(
     channels_last = device.type == "cuda" if channels_last is None else channels_last
     per_batch: dict[str, Any] = {}
     for batch in batches:
-        d, p = (
-            measure(
-                model,
-                input_shape,
-                batch,
-                device,
-                warmup=warmup,
-                repeats=repeats,
-                channels_last=channels_last,
-                dtype=dtype,
-            )
-            for model in (dense, pruned)
-        )
+        x = _inputs(input_shape, batch, device, dtype, channels_last)
+        models = [_prepare(m, device, channels_last and x.dim() == 4) for m in (dense, pruned)]
+        dense_times, pruned_times = interleaved(models, x, warmup=warmup, repeats=repeats)
+        d, p = _timing(dense_times, batch, warmup), _timing(pruned_times, batch, warmup)
         per_batch[str(batch)] = {
             "dense": asdict(d),
             "pruned": asdict(p),

@@ -67,3 +67,12 @@ def test_latency_cli_refuses_bad_input_before_measuring(tmp_path, capsys):
     assert "--batches" in capsys.readouterr().err
     assert main(["latency", "nope", "--store", str(tmp_path), "--device", "cpu"]) == 2
     assert "RUN_ID" in capsys.readouterr().err
+
+
+def test_interleaved_timing_takes_all_repeats_of_every_model():
+    from benchmark.latency import interleaved
+
+    a, b = build_model("cnn_small", 10, (1, 8, 8)).eval(), build_model("cnn_small", 10, (1, 8, 8))
+    times = interleaved([a, b.eval()], torch.zeros(2, 1, 8, 8), warmup=0, repeats=7, rounds=3)
+    assert [len(t) for t in times] == [7, 7]
+    assert all(t > 0 for ts in times for t in ts)

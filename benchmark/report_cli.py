@@ -1,4 +1,4 @@
-"""``prunebench latency / export``: measured speedup of a stored run; tidy export of a table."""
+"""``prunebench latency / export / cost``: measured speedup, tidy export, equal-compute view."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from benchmark.experiments_cli import DEFAULT_STORE, _emit, _scale
 
 
 def add_parsers(sub: Any) -> None:
-    """Register ``latency`` and ``export`` on the ``prunebench`` sub-parser set."""
+    """Register ``latency``, ``export`` and ``cost`` on the ``prunebench`` sub-parser set."""
     lat = sub.add_parser("latency", help="measure a stored run's real inference speedup")
     lat.add_argument("run", help="run id of a finished run")
     lat.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
@@ -28,6 +28,14 @@ def add_parsers(sub: Any) -> None:
     exp.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
     exp.add_argument("--scale", choices=("auto", "smoke", "paper"), default="auto")
     exp.add_argument("--out", default=None, help="write here instead of stdout")
+
+    cost = sub.add_parser("cost", help="accuracy vs measured training cost (Pareto fronts)")
+    cost.add_argument("id", help="table or figure id (prunebench list)")
+    cost.add_argument("--format", choices=("markdown", "csv"), default="markdown")
+    cost.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+    cost.add_argument("--scale", choices=("auto", "smoke", "paper"), default="auto")
+    cost.add_argument("--out", default=None, help="write the table here instead of stdout")
+    cost.add_argument("--figure", default=None, help="also draw the figure (PNG/PDF path)")
 
 
 def parse_batches(text: str) -> list[int]:
@@ -81,4 +89,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"latency": cmd_latency, "export": cmd_export}
+def cmd_cost(args: argparse.Namespace) -> int:
+    """``prunebench cost ID``: the equal-compute table (and figure) of an experiment."""
+    from pathlib import Path
+
+    from benchmark.compute_view import cost_figure, cost_frame, render_markdown
+    from benchmark.experiments import get_experiment
+    from benchmark.titles import title
+
+    experiment = get_experiment(args.id)
+    scale = _scale(experiment, args.scale, args.store)
+    points = cost_frame(experiment, scale, args.store)
+    heading = title(experiment, scale, args.store)
+    text = points.to_csv(index=False) if args.format == "csv" else render_markdown(points, heading)
+    _emit(text, args.out)
+    if args.figure:
+        Path(args.figure).parent.mkdir(parents=True, exist_ok=True)
+        cost_figure(points, heading).savefig(args.figure, dpi=130)
+        print(f"wrote {args.figure}")
+    return 0
+
+
+COMMANDS = {"latency": cmd_latency, "export": cmd_export, "cost": cmd_cost}

@@ -201,6 +201,7 @@ class Table:
     missing: int
     notes: list[str] = field(default_factory=list)
     with_paper: bool = False
+    ran: str = ""  # at smoke scale, what actually trained ("digits, cnn_wide")
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -397,7 +398,7 @@ def _summary(table: Table, store: str) -> list[str]:
 
 def render_markdown(table: Table, store: str = "the store") -> str:
     """GitHub Markdown: one pipe table per block; ¹²³ mark first/second/third best."""
-    out = [f"### {table.id} ({table.scale} scale)", ""]
+    out = [f"### {table.id} ({_scale_text(table)})", ""]
     for block in table.blocks:
         if block.title and len(table.blocks) > 1:
             out += [f"**{block.title}**", ""]
@@ -420,6 +421,10 @@ def render_markdown(table: Table, store: str = "the store") -> str:
     return "\n".join(out) + "\n"
 
 
+def _scale_text(table: Table) -> str:
+    return f"{table.scale} scale" + (f": {table.ran}" if table.ran else "")
+
+
 def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
     if v.status in STATUS_TEXT:
         text = STATUS_TEXT[v.status]
@@ -440,7 +445,7 @@ def render_latex(table: Table, store: str = "the store", preamble: bool = False)
     """A booktabs tabular per block with the paper's \\first/\\second/\\third colours."""
     macros = LATEX_MACROS if preamble else "\n".join(f"% {m}" for m in LATEX_MACROS.splitlines())
     out = [
-        f"% prunebench table {table.id} ({table.scale} scale); needs booktabs and xcolor",
+        f"% prunebench table {table.id} ({_scale_text(table)}); needs booktabs and xcolor",
         macros,
     ]
     for block in table.blocks:
@@ -568,7 +573,7 @@ def rebuild(
     if paper and experiment.paper_table is not None:
         published = load_paper_table(experiment.paper_table)
     unavailable = getattr(experiment, "unavailable_rows", lambda _scale: {})(scale)
-    return build_table(
+    table = build_table(
         experiment.id,
         scale,
         layout,
@@ -577,3 +582,8 @@ def rebuild(
         unavailable=unavailable,
         paper=published,
     )
+    if scale == "smoke":
+        from benchmark.titles import what_ran
+
+        table.ran = what_ran(experiment, scale, store_dir)
+    return table

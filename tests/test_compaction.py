@@ -95,3 +95,27 @@ def test_unpruned_model_compacts_to_the_same_shape():
     compacted = compact(model, x)
     assert channel_counts(compacted) == channel_counts(model)
     _assert_same_outputs(model, compacted, x)
+
+
+def test_kept_filters_rounded_to_multiples_of_eight_compact_to_those_widths():
+    torch.manual_seed(0)
+    model = build_model("resnet18", 4, (3, 8, 8)).eval()
+    masks = filter_masks(model, 0.3, multiple=8)
+    MaskStore.from_named_masks(model, masks).apply()
+    for name, conv in model.named_modules():
+        if isinstance(conv, nn.Conv2d):
+            kept = int(conv.weight.detach().flatten(1).any(dim=1).sum())
+            assert kept % 8 == 0, (name, kept)
+    # The paper's default keeps round(0.7 * 64) = 45 filters of a 64-filter conv.
+    default = filter_masks(build_model("resnet18", 4, (3, 8, 8)), 0.3)
+    assert int(default["conv1.weight"].flatten(1).any(dim=1).sum()) == 45
+    compacted = compact(model, torch.zeros(1, 3, 8, 8))
+    assert channel_counts(compacted)["stages.0.0.conv1"] == 48
+
+
+def test_filter_multiple_must_be_a_positive_integer(tmp_path):
+    from benchmark.errors import ConfigError
+    from tests.helpers import tiny_config
+
+    with pytest.raises(ConfigError, match="method.filter_multiple"):
+        tiny_config(tmp_path, "method.structured=true", "method.filter_multiple=0")

@@ -54,3 +54,17 @@ def test_cpu_is_never_measurable():
     assert unsupported_reason("cpu").startswith(NOT_MEASURABLE)
     result = measure_nm(nn.Sequential(nn.Linear(64, 64)), (64,), "cpu")
     assert result["measured_speedup"] is None and result["device"] == "cpu"
+
+
+def test_nm_is_a_registered_criterion_of_compute_masks():
+    from benchmark.models import build_model
+    from benchmark.pruning import compute_masks, prunable_parameters
+
+    torch.manual_seed(0)
+    params = prunable_parameters(build_model("resnet20", 10, (3, 8, 8)))
+    masks = compute_masks("nm", params, 0.4)
+    for (name, p), mask in zip(params, masks, strict=True):
+        if p.shape[1] % 4 == 0:
+            assert is_nm(mask) and int(mask.sum()) == p.numel() // 2, name
+        else:  # the first conv (3 input channels) cannot hold the pattern
+            assert mask.all(), name

@@ -22,20 +22,22 @@ def add_parsers(sub: Any) -> None:
     lat.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     lat.add_argument("--no-save", action="store_true", help="do not write it into the record")
 
-    exp = sub.add_parser("export", help="every run of a table/figure as tidy CSV or JSON")
-    exp.add_argument("id", help="table or figure id (prunebench list)")
+    exp = _spec_parser(sub, "export", "every run of a table/figure as tidy CSV or JSON")
     exp.add_argument("--format", choices=("csv", "json"), default="csv")
-    exp.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
-    exp.add_argument("--scale", choices=("auto", "smoke", "paper"), default="auto")
-    exp.add_argument("--out", default=None, help="write here instead of stdout")
 
-    cost = sub.add_parser("cost", help="accuracy vs measured training cost (Pareto fronts)")
-    cost.add_argument("id", help="table or figure id (prunebench list)")
+    cost = _spec_parser(sub, "cost", "accuracy vs measured training cost (Pareto fronts)")
     cost.add_argument("--format", choices=("markdown", "csv"), default="markdown")
-    cost.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
-    cost.add_argument("--scale", choices=("auto", "smoke", "paper"), default="auto")
-    cost.add_argument("--out", default=None, help="write the table here instead of stdout")
     cost.add_argument("--figure", default=None, help="also draw the figure (PNG/PDF path)")
+
+
+def _spec_parser(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
+    """A sub-command on one table/figure id with --store, --scale and --out."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("id", help="table or figure id (prunebench list)")
+    p.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+    p.add_argument("--scale", choices=("auto", "smoke", "paper"), default="auto")
+    p.add_argument("--out", default=None, help="write here instead of stdout")
+    return p
 
 
 def parse_batches(text: str) -> list[int]:

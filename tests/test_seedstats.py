@@ -101,3 +101,13 @@ def test_table_marks_methods_whose_seeds_overlap(gap: float, marked: bool):
     b_row = frame[frame["row"] == "B"].iloc[0]
     assert b_row["n"] == 3 and b_row["ci_low"] < b_row["mean"] < b_row["ci_high"]
     assert bool(b_row["p_vs_best"] >= 0.05) is marked
+
+
+def test_table_command_adds_statistics_and_refuses_a_bad_level(tmp_path, capsys):
+    from benchmark.cli import main
+
+    table = ["table", "appendix-schedule-comparison-cifar10-oneshot", "--store", str(tmp_path)]
+    assert main([*table, "--scale", "smoke", "--stats", "--ci", "bootstrap"]) == 0
+    assert "percentile bootstrap interval" in capsys.readouterr().out
+    assert main([*table, "--stats", "--level", "95"]) == 2
+    assert "--level" in capsys.readouterr().err

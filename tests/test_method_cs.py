@@ -200,3 +200,38 @@ def test_invalid_hyperparameters_name_the_field(tmp_path: Path, override: str, f
     with pytest.raises(ConfigError) as err:
         cs_config(tmp_path, override)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("name", ["cs", "dst"])
+def test_reference_decay_step_equals_the_papers_loss_term(tmp_path: Path, name: str) -> None:
+    # The paper's code: loss + 1/2 wd ||w_P||^2, one SGD group with weight decay wd for every
+    # parameter. The first optimizer step of prunebench's CS/DST must be the same step.
+    wd = 0.01
+    cfg = tiny_config(tmp_path / "s", f"method.name={name!r}", f"optim.weight_decay={wd}")
+    trainer = Trainer(cfg)
+    model, method = trainer.model, trainer.method
+    x, y = next(iter(trainer.data.train_batches(0, cfg.seed)))
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def step(optimizer: torch.optim.Optimizer, loss_term: bool) -> dict[str, torch.Tensor]:
+        model.load_state_dict(start)
+        for group in optimizer.param_groups:
+            group["lr"] = 0.1
+        method.before_forward(0)
+        loss = nn.functional.cross_entropy(model(x), y)
+        extra = method.extra_loss(0)
+        if extra is not None:
+            loss = loss + extra
+        if loss_term:
+            loss = loss + 0.5 * wd * sum((p**2).sum() for p in trainer.ctx.masks.params)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    ours = step(trainer.optimizer, loss_term=False)
+    reference = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=wd)
+    theirs = step(reference, loss_term=True)
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        torch.testing.assert_close(ours[key], theirs[key], rtol=1e-5, atol=1e-7, msg=key)

@@ -1,4 +1,4 @@
-"""LC: decay outside the top-K, growing decay, the L/C-step variant, exact end, parents, resume."""
+"""LC: decay outside the top-K (constant or growing), the L/C-step variant, exact end, resume."""
 
 from __future__ import annotations
 

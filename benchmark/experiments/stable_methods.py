@@ -22,6 +22,11 @@ DST_EXTENDED_CIFAR100 = {
 }
 
 
+def gsm_row(preset: str, grid: dict[str, tuple[float, ...]]) -> MethodRow:
+    """GSM with its preset and grid, from scratch and from the trained dense model."""
+    return MethodRow("GSM", "gsm", preset=preset, grid=grid, pretrained=True)
+
+
 def cifar10_rows() -> tuple[MethodRow, ...]:
     """BIMP and the pruning-stable methods with the ResNet-56/CIFAR-10 grids."""
     return (
@@ -29,13 +34,7 @@ def cifar10_rows() -> tuple[MethodRow, ...]:
             "BIMP", "bimp", preset="cifar10", grid={**BIMP_CIFAR, "budget.cycles": (1, 2, 3)}
         ),
         MethodRow("GMP", "gmp", preset="cifar10", grid={"method.steps": (20, 100)}),
-        MethodRow(
-            "GSM",
-            "gsm",
-            preset="cifar10",
-            grid={"optim.momentum": (0.9, 0.95, 0.99)},
-            pretrained=True,
-        ),
+        gsm_row("cifar10", {"optim.momentum": (0.9, 0.95, 0.99)}),
         MethodRow("DPF", "dpf", preset="cifar10", grid={"method.steps": (20, 100)}),
         MethodRow("DNW", "dnw", preset="cifar10"),
         MethodRow("LC", "lc", preset="cifar10", pretrained=True),
@@ -71,13 +70,7 @@ def cifar100_rows() -> tuple[MethodRow, ...]:
             "BIMP", "bimp", preset="cifar100", grid={**BIMP_CIFAR, "budget.cycles": (1, 2, 3, 4)}
         ),
         MethodRow("GMP", "gmp", preset="cifar100", grid={"method.steps": (20, 100)}),
-        MethodRow(
-            "GSM",
-            "gsm",
-            preset="cifar100",
-            grid={"optim.momentum": (0.9, 0.95, 0.99)},
-            pretrained=True,
-        ),
+        gsm_row("cifar100", {"optim.momentum": (0.9, 0.95, 0.99)}),
         MethodRow("DPF", "dpf", preset="cifar100", grid={"method.steps": (20, 100)}),
         MethodRow("DNW", "dnw", preset="cifar100"),
         MethodRow("LC", "lc", preset="cifar100", pretrained=True),
@@ -113,13 +106,7 @@ def imagenet_rows() -> tuple[MethodRow, ...]:
             "BIMP", "bimp", grid={"budget.initial_epochs": (60, 75), "budget.cycles": (1, 2, 3)}
         ),
         MethodRow("GMP", "gmp", preset="imagenet", grid={"method.steps": (5, 9, 18, 45)}),
-        MethodRow(
-            "GSM",
-            "gsm",
-            preset="imagenet",
-            grid={"optim.momentum": (0.9, 0.95), **wd},
-            pretrained=True,
-        ),
+        gsm_row("imagenet", {"optim.momentum": (0.9, 0.95), **wd}),
         MethodRow("DPF", "dpf", preset="imagenet", grid={"method.steps": (9, 18)}),
         MethodRow("DNW", "dnw", preset="imagenet", grid=wd),
         MethodRow("LC", "lc", preset="imagenet", grid=wd, pretrained=True),

@@ -15,7 +15,7 @@ import pandas as pd
 
 from benchmark.experiments.base import TableLayout
 from benchmark.seedstats import CiMethod, caption, cell_samples, significance_marks, summarize
-from benchmark.tables import DECIMALS, Table, Value, aggregate
+from benchmark.tables import DECIMALS, Table, TableRules, Value, aggregate
 
 
 def annotate(
@@ -26,10 +26,14 @@ def annotate(
     *,
     level: float = 0.95,
     method: CiMethod = "t",
+    rules: TableRules | None = None,
 ) -> Table:
-    """Attach statistics to every goal-sparsity cell of ``table`` (in place) and return it."""
+    """Attach statistics to every goal-sparsity cell of ``table`` (in place) and return it.
+
+    ``rules`` must be the ones the table was built with (the same configurations are selected).
+    """
     goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups}
-    best, _ = aggregate(plan, store, goals)
+    best, _ = aggregate(plan, store, goals, rules)
     samples: dict[str, dict] = {}
     for block in table.blocks:
         for j, column in enumerate(block.columns):

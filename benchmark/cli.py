@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
+    from benchmark.checkpoint import CorruptFileError
+    from benchmark.store import RunLockedError
+
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -81,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except DatasetError as err:
         print(f"prunebench: data error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except (RunLockedError, CorruptFileError) as err:
+        print(f"prunebench: {err}", file=sys.stderr)
         return EXIT_FAILURE
 
 

@@ -6,6 +6,8 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
+import re
 import tomllib
 import types
 import typing
@@ -16,6 +18,7 @@ from typing import Any
 import tomli_w
 
 from benchmark.errors import ConfigError
+from benchmark.tomlfile import MAX_DEPTH, load_toml, nesting_depth
 
 
 @dataclass
@@ -147,6 +150,11 @@ class RunConfig:
         return run_id(self)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Longer than any real training budget; larger values only exhaust memory (schedule arrays).
+MAX_EPOCHS = 10_000
+MAX_THREADS = 1024
+
 SECTIONS: dict[str, type] = {
     f.name: typing.get_type_hints(RunConfig)[f.name] for f in fields(RunConfig) if f.name != "seed"
 }
@@ -192,11 +200,19 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(path, value, "an integer")
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ConfigError(path, value, "an integer that fits 64 bits")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(path, value, "a number")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(path, value, "a finite number")
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(path, value, "a string")
@@ -274,8 +290,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError("--set", text, "section.key=value, e.g. method.sparsity=0.95")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         value = raw.strip()
+    if nesting_depth(value) > MAX_DEPTH:
+        raise ConfigError(".".join(path), raw[:80], f"a value nested at most {MAX_DEPTH} deep")
     return path, value
 
 
@@ -304,13 +322,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path is None:
         path = DEFAULT_CONFIG
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError("config", str(path), "an existing TOML file")
-        try:
-            data = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError("config", str(path), f"valid TOML ({err})") from None
+        data = load_toml(path, "config")
     data = apply_overrides(data, overrides or [])
     cfg = config_from_dict(data)
     validate(cfg)
@@ -340,17 +352,26 @@ def validate(cfg: RunConfig) -> None:
     validate_model_data(cfg.model.name, cfg.data.name)
     o = cfg.optim
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
+    check(
+        not o.nesterov or o.momentum > 0,
+        "optim.nesterov",
+        o.nesterov,
+        "false unless optim.momentum > 0 (Nesterov momentum needs momentum)",
+    )
     check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")
     check(0 <= o.label_smoothing < 1, "optim.label_smoothing", o.label_smoothing, "[0, 1)")
     check(o.grad_clip >= 0, "optim.grad_clip", o.grad_clip, "a number >= 0 (0 disables clipping)")
     check(cfg.schedule.lr > 0, "schedule.lr", cfg.schedule.lr, "a number > 0")
     b = cfg.budget
-    check(b.epochs > 0, "budget.epochs", b.epochs, "an integer > 0")
+    check(
+        0 < b.epochs <= MAX_EPOCHS, "budget.epochs", b.epochs, f"an integer > 0 and <= {MAX_EPOCHS}"
+    )
     check(b.cycles >= 1, "budget.cycles", b.cycles, "an integer >= 1")
     check(b.initial_epochs >= 0, "budget.initial_epochs", b.initial_epochs, "an integer >= 0")
     m = cfg.method
     check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
-    check(cfg.finetune.epochs >= 0, "finetune.epochs", cfg.finetune.epochs, "an integer >= 0")
+    ft = cfg.finetune.epochs
+    check(0 <= ft <= MAX_EPOCHS, "finetune.epochs", ft, f"an integer >= 0 and <= {MAX_EPOCHS}")
     check(cfg.eval.val_every >= 1, "eval.val_every", cfg.eval.val_every, "an integer >= 1")
     modes = ("offline", "online", "disabled")
     check(
@@ -361,12 +382,24 @@ def validate(cfg: RunConfig) -> None:
     )
     dev = cfg.runtime.device
     check(
-        dev in ("auto", "cpu", "cuda", "mps") or dev.startswith("cuda:"),
+        dev in ("auto", "cpu", "cuda", "mps") or re.fullmatch(r"cuda:\d{1,4}", dev) is not None,
         "runtime.device",
         dev,
-        "one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'",
+        "one of 'auto', 'cpu', 'cuda', 'cuda:N' (N a device index), 'mps'",
     )
-    check(cfg.runtime.threads >= 0, "runtime.threads", cfg.runtime.threads, "an integer >= 0")
+    threads = cfg.runtime.threads
+    check(
+        0 <= threads <= MAX_THREADS,
+        "runtime.threads",
+        threads,
+        f"an integer in [0, {MAX_THREADS}] (0: torch's default)",
+    )
+    check(
+        bool(cfg.output.dir.strip()),
+        "output.dir",
+        cfg.output.dir,
+        "a folder path (empty would write into the current folder)",
+    )
     method_cls = get_method(m.name)
     method_cls.validate(cfg)
     # The original schedule spans the epochs it is defined over for this method (the dense

@@ -92,8 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``prunebench run``: validate, then train (or report the finished result)."""
-    from benchmark.config import config_to_toml, load_config
+    from benchmark.config import config_to_toml
     from benchmark.runner import ResumeError, execute
+    from benchmark.validation import load_config
 
     overrides = list(args.overrides)
     if args.wandb:

@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
 import tomllib
 import types
 import typing
@@ -18,7 +17,8 @@ from typing import Any
 import tomli_w
 
 from benchmark.errors import ConfigError
-from benchmark.tomlfile import MAX_DEPTH, load_toml, nesting_depth
+from benchmark.errors import check as check  # re-exported: callers use config.check
+from benchmark.tomlfile import MAX_DEPTH, nesting_depth
 
 
 @dataclass
@@ -316,97 +316,6 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Read a TOML file (default: BIMP on digits), apply overrides, parse and validate."""
-    data: dict[str, Any] = {}
-    if path is None:
-        path = DEFAULT_CONFIG
-    if path is not None:
-        data = load_toml(path, "config")
-    data = apply_overrides(data, overrides or [])
-    cfg = config_from_dict(data)
-    validate(cfg)
-    return cfg
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
-    """Raise a ConfigError for ``field_name`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(field_name, value, allowed)
-
-
-def validate(cfg: RunConfig) -> None:
-    """Check every value and cross-field rule before any compute; raises ConfigError."""
-    from benchmark.data import DATASETS, validate_data_config
-    from benchmark.models import MODELS, validate_model_data
-    from benchmark.schedules import validate_schedule
-    from methods import get_method
-
-    check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
-    DATASETS.get(cfg.data.name, "data.name")
-    validate_data_config(cfg.data)
-    MODELS.get(cfg.model.name, "model.name")
-    validate_model_data(cfg.model.name, cfg.data.name)
-    o = cfg.optim
-    check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
-    check(
-        not o.nesterov or o.momentum > 0,
-        "optim.nesterov",
-        o.nesterov,
-        "false unless optim.momentum > 0 (Nesterov momentum needs momentum)",
-    )
-    check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")
-    check(0 <= o.label_smoothing < 1, "optim.label_smoothing", o.label_smoothing, "[0, 1)")
-    check(o.grad_clip >= 0, "optim.grad_clip", o.grad_clip, "a number >= 0 (0 disables clipping)")
-    check(cfg.schedule.lr > 0, "schedule.lr", cfg.schedule.lr, "a number > 0")
-    b = cfg.budget
-    check(
-        0 < b.epochs <= MAX_EPOCHS, "budget.epochs", b.epochs, f"an integer > 0 and <= {MAX_EPOCHS}"
-    )
-    check(b.cycles >= 1, "budget.cycles", b.cycles, "an integer >= 1")
-    check(b.initial_epochs >= 0, "budget.initial_epochs", b.initial_epochs, "an integer >= 0")
-    m = cfg.method
-    check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
-    ft = cfg.finetune.epochs
-    check(0 <= ft <= MAX_EPOCHS, "finetune.epochs", ft, f"an integer >= 0 and <= {MAX_EPOCHS}")
-    check(cfg.eval.val_every >= 1, "eval.val_every", cfg.eval.val_every, "an integer >= 1")
-    modes = ("offline", "online", "disabled")
-    check(
-        cfg.logging.wandb_mode in modes,
-        "logging.wandb_mode",
-        cfg.logging.wandb_mode,
-        "one of " + ", ".join(modes),
-    )
-    dev = cfg.runtime.device
-    check(
-        dev in ("auto", "cpu", "cuda", "mps") or re.fullmatch(r"cuda:\d{1,4}", dev) is not None,
-        "runtime.device",
-        dev,
-        "one of 'auto', 'cpu', 'cuda', 'cuda:N' (N a device index), 'mps'",
-    )
-    threads = cfg.runtime.threads
-    check(
-        0 <= threads <= MAX_THREADS,
-        "runtime.threads",
-        threads,
-        f"an integer in [0, {MAX_THREADS}] (0: torch's default)",
-    )
-    check(
-        bool(cfg.output.dir.strip()),
-        "output.dir",
-        cfg.output.dir,
-        "a folder path (empty would write into the current folder)",
-    )
-    method_cls = get_method(m.name)
-    method_cls.validate(cfg)
-    # The original schedule spans the epochs it is defined over for this method (the dense
-    # parent's for IMP, T0 for BIMP), not necessarily the run's own budget.
-    validate_schedule(cfg.schedule, method_cls(cfg).original_epochs())
-
-
 # --------------------------------------------------------------------------- serialising
 
 
@@ -460,7 +369,7 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
         elif name == "method":
             full = _method_to_dict(section)
             defaults = _method_to_dict(
-                MethodConfig(name=section.name, params=method_params_class(section.name)())
+                MethodConfig(name=section.name, params=_default_params(section))
             )
             defaults["name"] = None  # the method name is always part of the identity
         else:
@@ -474,6 +383,13 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
 _MISSING = object()
 
 
+def _default_params(method: MethodConfig) -> Any:
+    """The method's hyperparameters at their defaults (from the parsed params' own class)."""
+    if dataclasses.is_dataclass(method.params) and not isinstance(method.params, type):
+        return type(method.params)()
+    return method_params_class(method.name)()
+
+
 def run_id(cfg: RunConfig) -> str:
     """A stable id: method name plus a hash of the canonical config (defaults left out)."""
     text = json.dumps(canonical_dict(cfg), sort_keys=True, separators=(",", ":"))
@@ -484,3 +400,14 @@ def run_id(cfg: RunConfig) -> str:
 def replace_section(cfg: RunConfig, **sections: Any) -> RunConfig:
     """A copy of ``cfg`` with whole sections (or ``seed``) replaced."""
     return dataclasses.replace(copy.deepcopy(cfg), **sections)
+
+
+def __getattr__(name: str) -> Any:
+    # ``validate`` and ``load_config`` need the registries and moved above them, to
+    # benchmark.validation; this keeps ``from benchmark.config import load_config`` working
+    # without config importing them (it is only resolved when asked for).
+    if name in ("validate", "load_config"):
+        import benchmark.validation
+
+        return getattr(benchmark.validation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,5 +31,11 @@ def shorten(text: str, limit: int = MAX_SHOWN) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
+    """Raise a ConfigError for ``field_name`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(field_name, value, allowed)
+
+
 class DatasetError(RuntimeError):
     """Dataset files are missing, corrupted or unreadable."""

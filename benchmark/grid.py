@@ -48,7 +48,6 @@ from benchmark.config import (
     RunConfig,
     check,
     config_from_dict,
-    validate,
 )
 from benchmark.errors import ConfigError
 from benchmark.tomlfile import load_toml
@@ -554,6 +553,10 @@ def _build(
             _assign(data, key, value)
         cfg = parse_sections(data, cache)
         if check_configs:
+            # Imported here: validation loads every registry (torch, datasets, methods), which a
+            # read-only query (check_configs=False) never needs.
+            from benchmark.validation import validate
+
             validate(cfg)
     except ConfigError as err:
         raise _locate(err, provenance, values) from None

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from benchmark.checkpoint import CorruptFileError, load_checkpoint, save_checkpoint
-from benchmark.config import RunConfig, canonical_dict, check, config_to_dict, validate
+from benchmark.config import RunConfig, canonical_dict, check, config_to_dict
 from benchmark.errors import ConfigError
 from benchmark.store import (
     FAILED,
@@ -26,6 +26,7 @@ from benchmark.store import (
     Store,
     StoreWarning,
 )
+from benchmark.validation import validate
 from methods import get_method
 
 

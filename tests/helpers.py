@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import RunConfig, load_config
+from benchmark.config import RunConfig
 from benchmark.runner import parent_weights
 from benchmark.store import Store
 from benchmark.trainer import Trainer
+from benchmark.validation import load_config
 
 
 def tiny_config(store: Path, *overrides: str) -> RunConfig:

@@ -416,3 +416,25 @@ def test_a_huge_unknown_key_is_not_echoed_in_full() -> None:
     with pytest.raises(ConfigError) as info:
         load_config(None, [f"optim.{key}=1"])
     assert len(str(info.value)) < 2000
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def test_config_imports_no_registry_and_validation_sits_above_them() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, benchmark.config as c\n"
+        "bad = [m for m in ('benchmark.data', 'benchmark.models', 'benchmark.schedules',"
+        " 'benchmark.validation', 'methods') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+        "import benchmark.validation\n"
+        "assert c.load_config is benchmark.validation.load_config\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    source = (Path(__file__).resolve().parents[1] / "benchmark" / "config.py").read_text()
+    for module in ("benchmark.data", "benchmark.models", "benchmark.schedules"):
+        assert module not in source

@@ -241,21 +241,24 @@ def _check_goal(cfg: RunConfig, metrics: dict[str, Any]) -> None:
         )
 
 
+def failure_record(cfg: RunConfig, err: BaseException) -> dict[str, Any]:
+    """The record of a run that raised ``err``: its config, the error and the traceback tail."""
+    return {
+        "run_id": cfg.run_id,
+        "status": FAILED,
+        "method": cfg.method.name,
+        "config": config_to_dict(cfg),
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": traceback.format_exc().splitlines()[-20:],
+        "finished": time.time(),
+    }
+
+
 def _write_failure(store: Store, cfg: RunConfig, err: BaseException) -> None:
     if store.is_finished(cfg.run_id):
         return
     with contextlib.suppress(ResultExistsError):  # a finished result appeared meanwhile
-        store.write(
-            {
-                "run_id": cfg.run_id,
-                "status": FAILED,
-                "method": cfg.method.name,
-                "config": config_to_dict(cfg),
-                "error": f"{type(err).__name__}: {err}",
-                "traceback": traceback.format_exc().splitlines()[-20:],
-                "finished": time.time(),
-            }
-        )
+        store.write(failure_record(cfg, err))
 
 
 def _flat_numbers(data: dict[str, Any], prefix: str = "") -> dict[str, float]:

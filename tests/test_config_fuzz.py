@@ -7,12 +7,9 @@ name. Nothing may train (the trainer's epoch raises) and the store folder must n
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from benchmark.cli import main
-from benchmark.trainer import Trainer
+from helpers import cli_run, no_training, stored_files  # noqa: F401 (no_training: a fixture)
 
 HUGE = "18446744073709551616"  # 2**64: beyond int64
 NEG_HUGE = "-18446744073709551616"
@@ -163,16 +160,6 @@ CASES: list[tuple[list[str], str]] = [
 ]
 
 
-@pytest.fixture
-def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if any training epoch starts."""
-
-    def boom(self: Trainer, epoch: int) -> dict[str, Any]:
-        raise AssertionError("training started")
-
-    monkeypatch.setattr(Trainer, "train_epoch", boom)
-
-
 def test_the_fuzz_covers_every_section_with_over_100_values() -> None:
     from benchmark.config import SECTIONS
 
@@ -182,19 +169,15 @@ def test_the_fuzz_covers_every_section_with_over_100_values() -> None:
 
 
 @pytest.mark.parametrize(("overrides", "field"), CASES, ids=lambda v: str(v)[:60])
+@pytest.mark.usefixtures("no_training")
 def test_every_bad_value_exits_2_naming_its_field_and_writes_nothing(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    no_training: None,
     overrides: list[str],
     field: str,
 ) -> None:
     store = tmp_path / "store"
-    args = ["run", "--set", f"output.dir={str(store)!r}", "--set", "logging.progress=false"]
-    for item in overrides:
-        args += ["--set", item]
-    assert main(args) == 2
+    assert cli_run(store, *overrides) == 2
     err = capsys.readouterr().err
     assert "config error" in err and field in err
-    written = [p for p in store.rglob("*") if p.is_file()] if store.exists() else []
-    assert [p for p in written if ".locks" not in p.parts] == []
+    assert stored_files(store) == []

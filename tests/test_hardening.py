@@ -16,7 +16,12 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import tiny_config
+from helpers import (  # noqa: F401 (no_training is a fixture)
+    cli_run,
+    no_training,
+    stored_files,
+    tiny_config,
+)
 
 from benchmark.checkpoint import CorruptFileError, write_json_atomic
 from benchmark.cli import main
@@ -44,30 +49,6 @@ class Payload:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Path.touch, (self.marker,))
-
-
-def _cli_run(store: Path, *overrides: str, extra: tuple[str, ...] = ()) -> int:
-    args = ["run", "--set", f"output.dir={str(store)!r}"]
-    for item in [*TINY, *overrides]:
-        args += ["--set", item]
-    return main([*args, *extra])
-
-
-def _stored_files(store: Path) -> list[Path]:
-    """Results, checkpoints, weights and archives (lock files are not results)."""
-    if not store.exists():
-        return []
-    return [p for p in store.rglob("*") if p.is_file() and ".locks" not in p.parts]
-
-
-@pytest.fixture
-def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if any training epoch starts."""
-
-    def boom(self: Trainer, epoch: int) -> dict[str, Any]:
-        raise AssertionError("training started")
-
-    monkeypatch.setattr(Trainer, "train_epoch", boom)
 
 
 # --------------------------------------------------------------------------- 1: no code runs
@@ -168,14 +149,15 @@ def test_a_failing_forced_write_keeps_the_old_result_in_place(
 # --------------------------------------------------------------------------- 3: no silent result
 
 
+@pytest.mark.usefixtures("no_training")
 def test_excluding_every_weight_is_a_config_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_training: None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "s"
-    rc = _cli_run(store, "method.name=gmp", 'method.exclude=["*"]', "budget.epochs=2")
+    rc = cli_run(store, "method.name=gmp", 'method.exclude=["*"]', "budget.epochs=2")
     assert rc == 2
     assert "method.exclude" in capsys.readouterr().err
-    assert _stored_files(store) == []
+    assert stored_files(store) == []
 
 
 def test_a_missed_sparsity_goal_is_never_stored_as_finished(
@@ -264,40 +246,39 @@ LISTED_VALUES = [
 
 
 @pytest.mark.parametrize(("overrides", "field"), LISTED_VALUES)
+@pytest.mark.usefixtures("no_training")
 def test_each_listed_value_is_refused_before_compute_writing_nothing(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    no_training: None,
     overrides: list[str],
     field: str,
 ) -> None:
     store = tmp_path / "s"
-    args = ["run", "--set", f"output.dir={str(store)!r}"]
-    for item in [*TINY, *overrides]:
-        args += ["--set", item]
-    assert main(args) == 2
+    assert cli_run(store, *overrides) == 2
     assert field in capsys.readouterr().err
-    assert _stored_files(store) == []
+    assert stored_files(store) == []
 
 
+@pytest.mark.usefixtures("no_training")
 def test_devices_this_machine_lacks_are_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_training: None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     devices = [] if torch.cuda.is_available() else ["cuda"]
     if not torch.backends.mps.is_available():
         devices.append("mps")
     for device in devices:
-        assert _cli_run(tmp_path / "s", f"runtime.device={device!r}") == 2
+        assert cli_run(tmp_path / "s", f"runtime.device={device!r}") == 2
         assert "runtime.device" in capsys.readouterr().err
-    assert _stored_files(tmp_path / "s") == []
+    assert stored_files(tmp_path / "s") == []
 
 
+@pytest.mark.usefixtures("no_training")
 def test_an_unwritable_output_folder_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_training: None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert _cli_run(blocker / "store") == 2
+    assert cli_run(blocker / "store") == 2
     assert "output.dir" in capsys.readouterr().err
 
 
@@ -390,13 +371,14 @@ def test_orphan_temporary_files_and_a_stale_checkpoint_are_removed(tmp_path: Pat
     assert not st.checkpoint_path(cfg.run_id).exists()
 
 
+@pytest.mark.usefixtures("no_training")
 def test_a_run_started_twice_says_already_running(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_training: None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "s"
     cfg = load_config(None, [f"output.dir={str(store)!r}", *TINY])
     with Store(store).lock(f"run-{cfg.run_id}"):
-        assert _cli_run(store) == 1
+        assert cli_run(store) == 1
     assert "already running" in capsys.readouterr().err
 
 

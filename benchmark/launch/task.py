@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import submitit
 from submitit.core.utils import UncompletedJobError
 
-from benchmark.config import RunConfig, config_to_dict
-from benchmark.store import FAILED, FINISHED, RunLockedError, Store
+from benchmark.config import RunConfig
+from benchmark.store import FAILED, FINISHED, ResultExistsError, RunLockedError, Store
 
 LOG_TAIL_LINES = 40
 SKIPPED = "skipped"  # another job holds the run's lock
@@ -134,16 +134,11 @@ def _record_failure(store: Store, cfg: RunConfig, err: BaseException) -> None:
         return
     record = store.read(rid)
     if record is None or record.get("status") != FAILED:
-        record = {
-            "run_id": rid,
-            "status": FAILED,
-            "method": cfg.method.name,
-            "config": config_to_dict(cfg),
-            "error": f"{type(err).__name__}: {err}",
-            "traceback": traceback.format_exc().splitlines()[-20:],
-            "finished": time.time(),
-        }
+        from benchmark.runner import failure_record
+
+        record = failure_record(cfg, err)
     job_id, tail = _job_log_tail()
     record["job_id"] = job_id
     record["log_tail"] = tail
-    store.write(record)
+    with contextlib.suppress(ResultExistsError):  # a finished result appeared meanwhile
+        store.write(record)

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
+    from benchmark.checkpoint import CorruptFileError
+    from benchmark.store import RunLockedError
+
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -83,12 +86,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DatasetError as err:
         print(f"prunebench: data error: {err}", file=sys.stderr)
         return EXIT_FAILURE
+    except (RunLockedError, CorruptFileError) as err:
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``prunebench run``: validate, then train (or report the finished result)."""
-    from benchmark.config import config_to_toml, load_config
+    from benchmark.config import config_to_toml
     from benchmark.runner import ResumeError, execute
+    from benchmark.validation import load_config
 
     overrides = list(args.overrides)
     if args.wandb:

@@ -35,9 +35,12 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    """Which architecture to build."""
+    """Which architecture to build and how to initialise it (see ``benchmark.models``)."""
 
     name: str = "cnn_small"
+    # "default": each model's own constructor (PyTorch's/torchvision's), as the paper's code;
+    # "he_normal": He-normal convs/linears, zero biases.
+    init: typing.Literal["default", "he_normal"] = "default"
 
 
 @dataclass
@@ -45,11 +48,22 @@ class OptimConfig:
     """SGD hyperparameters and loss options."""
 
     momentum: float = 0.9
-    nesterov: bool = False
+    # Unset: as the paper's code, Nesterov exactly when weight_decay > 0 (see use_nesterov).
+    nesterov: bool | None = None
     weight_decay: float = 5e-4
     label_smoothing: float = 0.0
     grad_clip: float = 0.0
     bf16: bool = False
+
+    def use_nesterov(self) -> bool:
+        """Whether SGD uses Nesterov momentum: ``nesterov`` when set, else the paper's rule.
+
+        The paper's code (ZIB-IOL/BIMP) builds SGD with ``nesterov = weight_decay > 0``, which
+        is every run of the paper; momentum 0 leaves nothing for Nesterov to act on.
+        """
+        if self.nesterov is not None:
+            return self.nesterov
+        return self.weight_decay > 0 and self.momentum > 0
 
 
 @dataclass
@@ -329,7 +343,7 @@ def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
 def validate(cfg: RunConfig) -> None:
     """Check every value and cross-field rule before any compute; raises ConfigError."""
     from benchmark.data import DATASETS, validate_data_config
-    from benchmark.models import MODELS, validate_model_data
+    from benchmark.models import MODELS, validate_model_data, validate_model_init
     from benchmark.schedules import validate_schedule
     from methods import get_method
 
@@ -338,8 +352,11 @@ def validate(cfg: RunConfig) -> None:
     validate_data_config(cfg.data)
     MODELS.get(cfg.model.name, "model.name")
     validate_model_data(cfg.model.name, cfg.data.name)
+    validate_model_init(cfg.model.init)
     o = cfg.optim
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
+    # torch's SGD refuses Nesterov without momentum.
+    check(o.momentum > 0 or not o.nesterov, "optim.nesterov", o.nesterov, "false (momentum = 0)")
     check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")
     check(0 <= o.label_smoothing < 1, "optim.label_smoothing", o.label_smoothing, "[0, 1)")
     check(o.grad_clip >= 0, "optim.grad_clip", o.grad_clip, "a number >= 0 (0 disables clipping)")
@@ -441,9 +458,21 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
 _MISSING = object()
 
 
+# Version of what a config computes, hashed into every run id. Bump it when a default changes
+# what runs compute without a new field (ids of results stored before must never match runs of
+# the new code). 1 (implicit, not hashed): up to He-normal init, plain momentum and the standard
+# WRN-28-10; 2: the paper's code's PyTorch-default init, Nesterov and WRN-28-10.
+IDENTITY_VERSION = 2
+
+
+def run_identity(cfg: RunConfig) -> dict[str, Any]:
+    """What the run id hashes: the identity version and the canonical config."""
+    return {"identity_version": IDENTITY_VERSION, **canonical_dict(cfg)}
+
+
 def run_id(cfg: RunConfig) -> str:
-    """A stable id: method name plus a hash of the canonical config (defaults left out)."""
-    text = json.dumps(canonical_dict(cfg), sort_keys=True, separators=(",", ":"))
+    """A stable id: method name plus a hash of :func:`run_identity` (defaults left out)."""
+    text = json.dumps(run_identity(cfg), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return f"{cfg.method.name}-{digest}"
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from benchmark.checkpoint import load_checkpoint, save_checkpoint
-from benchmark.config import RunConfig, canonical_dict, config_to_dict, validate
+from benchmark.config import RunConfig, config_to_dict, run_identity, validate
 from benchmark.store import FAILED, FINISHED, Store
 from methods import get_method
 
@@ -106,7 +106,7 @@ def execute(cfg: RunConfig, *, force: bool = False, require_resume: bool = False
         "method": cfg.method.name,
         "parent_run_id": pid,
         "config": config_to_dict(cfg),
-        "identity": canonical_dict(cfg),
+        "identity": run_identity(cfg),
         "metrics": metrics,
         "history": trainer.state.history,
         "resumed": resumed,

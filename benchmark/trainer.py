@@ -170,7 +170,7 @@ class Trainer:
         seed_everything(cfg.seed)
         self.data: DataSource = build_dataset(cfg.data, self.device)
         self.model: nn.Module = build_model(
-            cfg.model.name, self.data.num_classes, self.data.input_shape
+            cfg.model.name, self.data.num_classes, self.data.input_shape, cfg.model.init
         ).to(self.device)
         self.method: Method = get_method(cfg.method.name)(cfg)
         self.method_epochs = self.method.total_epochs()
@@ -194,7 +194,7 @@ class Trainer:
             self.method.param_groups(),
             lr=0.0,
             momentum=cfg.optim.momentum,
-            nesterov=cfg.optim.nesterov,
+            nesterov=cfg.optim.use_nesterov(),
             weight_decay=cfg.optim.weight_decay,
         )
         self.ctx.optimizer = self.optimizer

@@ -49,6 +49,8 @@ class DataSource(ABC):
     """A dataset ready for training: fixed train/val/test splits and deterministic batches."""
 
     name: str
+    # The registered task (benchmark.tasks) that says how batches are trained and scored.
+    task: str = "classification"
     num_classes: int
     input_shape: tuple[int, int, int]
     num_train: int  # training samples after removing the validation split

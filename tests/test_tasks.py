@@ -11,7 +11,7 @@ from benchmark.trainer import Trainer
 
 
 def test_classification_is_the_task_of_the_image_datasets(tmp_path) -> None:
-    trainer = Trainer(tiny_config(tmp_path, "budget.epochs=1"))
+    trainer = Trainer(tiny_config(tmp_path, "method.name=dense", "budget.epochs=1"))
     assert isinstance(trainer.task, Classification)
     assert trainer.task.metric == "top1" and "classification" in TASKS
 

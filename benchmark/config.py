@@ -31,6 +31,8 @@ class DataConfig:
     val_fraction: float = 0.1
     split_seed: int = 0
     workers: int = 4
+    # Segmentation: training crop side in pixels (0: the dataset's own, e.g. 480 for COCO).
+    crop_size: int = 0
 
 
 @dataclass
@@ -38,6 +40,9 @@ class ModelConfig:
     """Which architecture to build."""
 
     name: str = "cnn_small"
+    # A local checkpoint in the library's own format (a torchvision state dict file, a
+    # transformers save_pretrained folder); empty: random initialisation.
+    pretrained: str = ""
 
 
 @dataclass
@@ -329,7 +334,7 @@ def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
 def validate(cfg: RunConfig) -> None:
     """Check every value and cross-field rule before any compute; raises ConfigError."""
     from benchmark.data import DATASETS, validate_data_config
-    from benchmark.models import MODELS, validate_model_data
+    from benchmark.models import MODELS, validate_model_data, validate_pretrained
     from benchmark.schedules import validate_schedule
     from methods import get_method
 
@@ -338,6 +343,7 @@ def validate(cfg: RunConfig) -> None:
     validate_data_config(cfg.data)
     MODELS.get(cfg.model.name, "model.name")
     validate_model_data(cfg.model.name, cfg.data.name)
+    validate_pretrained(cfg.model.pretrained)
     o = cfg.optim
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
     check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")

@@ -14,6 +14,7 @@ import os
 import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +85,9 @@ class DataSource(ABC):
         """Return the first ``n`` test inputs."""
 
 
+# Datasets that torchvision cannot download: their files must already be under data.root.
+NO_DOWNLOAD = {"imagenet", "coco", "cityscapes", "wmt16"}
+
 DatasetBuilder = Callable[[DataConfig, torch.device], DataSource]
 DATASETS: Registry[DatasetBuilder] = Registry("dataset")
 
@@ -116,8 +120,10 @@ def validate_data_config(cfg: DataConfig) -> None:
     for field in ("download", "check_integrity"):
         if not isinstance(getattr(cfg, field), bool):
             raise ConfigError(f"data.{field}", getattr(cfg, field), "true or false")
-    if cfg.name == "imagenet" and cfg.download:
-        raise ConfigError("data.download", cfg.download, "false for imagenet (no public download)")
+    if cfg.name in NO_DOWNLOAD and cfg.download:
+        raise ConfigError("data.download", cfg.download, f"false for {cfg.name} (no download here)")
+    if not _is_int(cfg.crop_size) or cfg.crop_size < 0:
+        raise ConfigError("data.crop_size", cfg.crop_size, "an integer >= 0 (0: the default)")
 
 
 def build_dataset(cfg: DataConfig, device: torch.device) -> DataSource:
@@ -456,6 +462,21 @@ def build_cifar100(cfg: DataConfig, device: torch.device) -> DataSource:
 # --------------------------------------------------------------------------- ImageNet
 
 
+@contextmanager
+def torch_seeded(seed: int) -> Iterator[None]:
+    """Seed the global torch RNG for one item's random transforms, then restore it.
+
+    torchvision's random transforms use the global torch RNG; seeding it per item makes every
+    crop independent of the worker count and leaves the caller's RNG untouched (workers == 0).
+    """
+    state = torch.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        yield
+    finally:
+        torch.set_rng_state(state)
+
+
 class _ImageList(Dataset):
     """Images ``samples[order[i]]`` with a transform; optional per-item seeds for augmentation."""
 
@@ -479,15 +500,8 @@ class _ImageList(Dataset):
         image = default_loader(path)
         if self.seeds is None:
             return self.transform(image), label
-        # torchvision's random transforms use the global torch RNG; seeding it per item
-        # (and restoring it afterwards) makes every crop independent of the worker count
-        # and leaves the caller's RNG untouched when workers == 0.
-        state = torch.get_rng_state()
-        try:
-            torch.manual_seed(self.seeds[i])
+        with torch_seeded(self.seeds[i]):
             return self.transform(image), label
-        finally:
-            torch.set_rng_state(state)
 
 
 class FolderSource(DataSource):
@@ -582,3 +596,7 @@ def build_imagenet(cfg: DataConfig, device: torch.device) -> DataSource:
     CenterCrop(224); ImageNet mean/std normalisation; ``cfg.workers`` loader processes.
     """
     return FolderSource(cfg, device)
+
+
+# Registered here so that every dataset is known once this module is imported.
+from benchmark import data_segmentation  # noqa: E402,F401

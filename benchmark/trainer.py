@@ -112,7 +112,7 @@ class Trainer:
         self.data: DataSource = build_dataset(cfg.data, self.device)
         self.task: Task = get_task(self.data.task, cfg)
         self.model: nn.Module = build_model(
-            cfg.model.name, self.data.num_classes, self.data.input_shape
+            cfg.model.name, self.data.num_classes, self.data.input_shape, cfg.model.pretrained
         ).to(self.device)
         self.method: Method = get_method(cfg.method.name)(cfg)
         self.method_epochs = self.method.total_epochs()

@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fake-data",
         help="write small stand-in dataset files in the real on-disk formats",
     )
-    fake.add_argument("dataset", choices=["cifar10", "cifar100", "imagenet", "coco", "cityscapes"])
+    fake.add_argument(
+        "dataset", choices=["cifar10", "cifar100", "imagenet", "coco", "cityscapes", "wmt16"]
+    )
     fake.add_argument("--root", default="data", help="folder to write into (data.root)")
     fake.add_argument("--size", type=int, default=200, help="training images (CIFAR)")
     fake.add_argument("--signal", type=float, default=0.5, help="class signal in [0, 1) (CIFAR)")

@@ -33,6 +33,8 @@ class DataConfig:
     workers: int = 4
     # Segmentation: training crop side in pixels (0: the dataset's own, e.g. 480 for COCO).
     crop_size: int = 0
+    # Translation: the part of a pass over the training data that one epoch is (1/k).
+    epoch_fraction: float = 1.0
 
 
 @dataclass

@@ -124,6 +124,24 @@ def validate_data_config(cfg: DataConfig) -> None:
         raise ConfigError("data.download", cfg.download, f"false for {cfg.name} (no download here)")
     if not _is_int(cfg.crop_size) or cfg.crop_size < 0:
         raise ConfigError("data.crop_size", cfg.crop_size, "an integer >= 0 (0: the default)")
+    validate_epoch_fraction(cfg)
+
+
+# Datasets whose epochs may be a part of a pass over the data.
+PARTIAL_EPOCHS = {"wmt16"}
+
+
+def validate_epoch_fraction(cfg: DataConfig) -> None:
+    """``data.epoch_fraction`` must be 1/k for an integer k >= 1, and 1 where unsupported."""
+    f = cfg.epoch_fraction
+    if cfg.name not in PARTIAL_EPOCHS:
+        if f != 1.0:
+            raise ConfigError("data.epoch_fraction", f, f"1.0 for data.name = {cfg.name!r}")
+        return
+    if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
+        raise ConfigError("data.epoch_fraction", f, "1/k for an integer k >= 1, e.g. 0.05")
+    if abs(1 / f - round(1 / f)) > 1e-6:
+        raise ConfigError("data.epoch_fraction", f, "1/k for an integer k >= 1, e.g. 0.05")
 
 
 def build_dataset(cfg: DataConfig, device: torch.device) -> DataSource:
@@ -599,4 +617,4 @@ def build_imagenet(cfg: DataConfig, device: torch.device) -> DataSource:
 
 
 # Registered here so that every dataset is known once this module is imported.
-from benchmark import data_segmentation  # noqa: E402,F401
+from benchmark import data_segmentation, data_translation  # noqa: E402,F401

@@ -228,3 +228,80 @@ def write_cityscapes(
 
 WRITERS["coco"] = write_coco
 WRITERS["cityscapes"] = write_cityscapes
+
+
+# --------------------------------------------------------------------------- translation
+
+# A word-for-word English -> German dictionary: the stand-in corpus is learnable.
+_LEXICON = {
+    "the": "die",
+    "cat": "katze",
+    "dog": "hund",
+    "sees": "sieht",
+    "likes": "mag",
+    "small": "kleine",
+    "big": "große",
+    "house": "haus",
+    "tree": "baum",
+    "and": "und",
+    "a": "eine",
+    "red": "rote",
+    "green": "grüne",
+    "car": "auto",
+    "bird": "vogel",
+    "today": "heute",
+}
+
+
+def write_wmt16(
+    root: str | Path,
+    n_train: int = 64,
+    n_val: int = 8,
+    n_test: int = 8,
+    vocab_size: int = 100,
+    parquet: bool = True,
+) -> Path:
+    """Write a WMT16 de-en stand-in: the Hugging Face dataset's ``de-en/{split}-*.parquet``
+    files (or, with ``parquet=False``, raw ``{split}.en``/``{split}.de`` text) and a tiny
+    SentencePiece model ``spiece.model`` trained on the stand-in text with T5's special ids."""
+    import io
+
+    import pandas as pd
+    import sentencepiece as spm
+
+    from benchmark.data_translation import PREFIX
+
+    root = Path(root)
+    rng = np.random.default_rng(2)
+    words = list(_LEXICON)
+    text: list[str] = []
+    for split, n in (("train", n_train), ("validation", n_val), ("test", n_test)):
+        en = [" ".join(rng.choice(words, size=int(rng.integers(3, 9)))) for _ in range(n)]
+        de = [" ".join(_LEXICON[w] for w in s.split()) for s in en]
+        text += [PREFIX + s for s in en] + de
+        if parquet:
+            path = root / "de-en" / f"{split}-00000-of-00001.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pairs = [{"de": d, "en": e} for d, e in zip(de, en, strict=True)]
+            pd.DataFrame({"translation": pairs}).to_parquet(path)
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            (root / f"{split}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+            (root / f"{split}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(text),
+        model_writer=model,
+        vocab_size=vocab_size,
+        hard_vocab_limit=False,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
+    )
+    (root / "spiece.model").write_bytes(model.getvalue())
+    return root
+
+
+WRITERS["wmt16"] = write_wmt16

@@ -439,4 +439,4 @@ def deterministic_pools(model: nn.Module) -> nn.Module:
 
 
 # Registered here so that every model is known once this module is imported.
-from benchmark import models_segmentation  # noqa: E402,F401
+from benchmark import models_segmentation, models_translation  # noqa: E402,F401

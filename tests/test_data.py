@@ -86,7 +86,8 @@ def unaugmented(source: TensorSource) -> TensorSource:
 
 
 def test_registry_has_the_papers_datasets() -> None:
-    assert DATASETS.names() == ["cifar10", "cifar100", "cityscapes", "coco", "digits", "imagenet"]
+    expected = ["cifar10", "cifar100", "cityscapes", "coco", "digits", "imagenet", "wmt16"]
+    assert DATASETS.names() == expected
 
 
 def test_unknown_name_names_the_field_and_the_choices() -> None:

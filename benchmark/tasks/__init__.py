@@ -13,5 +13,6 @@ from __future__ import annotations
 from benchmark.tasks.base import TASKS, Task, get_task
 from benchmark.tasks.classification import Classification
 from benchmark.tasks.segmentation import Segmentation
+from benchmark.tasks.translation import Translation
 
-__all__ = ["TASKS", "Classification", "Segmentation", "Task", "get_task"]
+__all__ = ["TASKS", "Classification", "Segmentation", "Task", "Translation", "get_task"]

@@ -29,12 +29,26 @@ METRICS: dict[str, tuple[str, float]] = {
     "speedup": ("speedup", 1.0),
     "sparsity": ("sparsity", 100.0),
     "img_per_s": ("images_per_s", 1.0),
+    "iou": ("test.miou", 100.0),
+    "bleu": ("test.bleu", 1.0),
 }
 HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "img_per_s": "img/s"}
-DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0}
+HEADERS |= {"iou": "mIoU", "bleu": "BLEU"}
+DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "iou": 2, "bleu": 2}
+# The validation column configurations are selected by, per reported metric (else accuracy).
+SELECT_BY: dict[str, tuple[str, float]] = {
+    "accuracy": ("val.top1", 100.0),
+    "iou": ("val.miou", 100.0),
+    "bleu": ("val.bleu", 1.0),
+}
 SPARSITY_TOLERANCE = 0.25  # percent points, for methods without a goal sparsity
 RANKS = ("first", "second", "third")
-STORE_COLUMNS = ["run_id", "status", "val.top1", *(c for c, _ in METRICS.values())]
+STORE_COLUMNS = [
+    "run_id",
+    "status",
+    *(c for c, _ in SELECT_BY.values()),
+    *(c for c, _ in METRICS.values()),
+]
 
 Status = Literal["ok", "partial", "missing", "none", "unavailable"]
 
@@ -59,10 +73,12 @@ def _std0(mean: pd.Series, mean_sq: pd.Series) -> pd.Series:
     return np.sqrt((mean_sq - mean**2).clip(lower=0.0))
 
 
-def configuration_stats(joined: pd.DataFrame) -> pd.DataFrame:
-    """Per (cell, tuned configuration): seed means, stds, min/max of every metric, seed count."""
+def configuration_stats(joined: pd.DataFrame, select: str = "accuracy") -> pd.DataFrame:
+    """Per (cell, tuned configuration): seed means, stds, min/max of every metric, seed count;
+    ``val`` is the validation value of ``select`` (a key of :data:`SELECT_BY`)."""
     done = joined[joined["done"]].copy()
-    done["val"] = done["val.top1"] * 100.0
+    column, scale = SELECT_BY[select]
+    done["val"] = done[column] * scale
     aggs: dict[str, tuple[str, str]] = {"val": ("val", "mean"), "n": ("val", "size")}
     for metric, (column, scale) in METRICS.items():
         done[metric] = done[column] * scale
@@ -121,10 +137,11 @@ def aggregate(
     store: pd.DataFrame,
     sparsities: Mapping[str, Sequence[float]] | None = None,
     tolerance: float = SPARSITY_TOLERANCE,
+    select: str = "accuracy",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(selected configuration per cell, planned/missing runs per cell) of ``plan`` in ``store``."""
     joined = join_store(plan, store)
-    stats = place_unspecified(configuration_stats(joined), sparsities or {}, tolerance)
+    stats = place_unspecified(configuration_stats(joined, select), sparsities or {}, tolerance)
     return select_best(stats), missing_counts(joined)
 
 
@@ -195,6 +212,8 @@ class Table:
     missing: int
     notes: list[str] = field(default_factory=list)
     with_paper: bool = False
+    # The reported (and selection) metric, a key of SELECT_BY.
+    metric: str = "accuracy"
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -229,7 +248,8 @@ def build_table(
 ) -> Table:
     """Select, aggregate and lay out ``plan`` against ``store`` (and the paper's numbers)."""
     goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups}
-    best, counts = aggregate(plan, store, goals)
+    select = layout.highlight_metric if layout.highlight_metric in SELECT_BY else "accuracy"
+    best, counts = aggregate(plan, store, goals, select=select)
     best_at, count_at = _index(best), _index(counts)
     row_means = _index(per_row_means(plan, store).assign(goal=np.nan, budget=""))
     paper_at = _paper_index(paper)
@@ -280,6 +300,7 @@ def build_table(
         missing=len(ids - finished),
         notes=list(dict.fromkeys(notes)),
         with_paper=paper is not None,
+        metric=select,
     )
 
 
@@ -379,6 +400,11 @@ def _summary(table: Table, store: str) -> list[str]:
         f"{table.planned - table.missing} of {table.planned} planned runs found in {store}; "
         f"missing: {table.missing}."
     ]
+    if table.metric != "accuracy":
+        label = HEADERS[table.metric]
+        lines.append(
+            f"Values: test {label}, mean ± std over seeds; selected by validation {label}."
+        )
     if any(
         v.status == "partial" for b in table.blocks for g in b.groups for ln in g for v in ln.values
     ):

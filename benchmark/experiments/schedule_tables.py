@@ -47,6 +47,8 @@ class ScheduleGrid:
     tuned_lrs: tuple[float, ...] = ()
     warmups: tuple[float, ...] = (0.0, 0.1)
     structured: bool = False
+    # The reported metric: "accuracy", "iou" (segmentation) or "bleu" (translation).
+    metric: str = "accuracy"
 
 
 class ScheduleTable(GridExperiment[ScheduleGrid]):
@@ -92,8 +94,14 @@ class ScheduleTable(GridExperiment[ScheduleGrid]):
         return TableLayout(
             blocks=(Block(g.sparsities, tuple(groups)),),
             budgets=g.budgets,
+            metrics=(g.metric,),
             ranked_sections=("translation",),
+            highlight_metric=g.metric,
         )
+
+    def prepare(self, scale: Scale) -> None:
+        """Write the stand-in files of a smoke problem when they are missing."""
+        self.grids[scale].problem.prepare()
 
 
 def product_rows(
@@ -115,3 +123,10 @@ def smoke_grid(
 
     budgets = ("2x5%", "2x10%") if iterative else ("10%", "25%")
     return ScheduleGrid(SMOKE, sparsities, budgets, translations, structured=structured)
+
+
+def task_smoke_grid(problem: Problem, metric: str, iterative: bool = False) -> ScheduleGrid:
+    """The smoke stand-in of a segmentation or translation schedule table: the translation
+    schemes on ``problem`` (tiny model, stand-in files), one sparsity and one budget."""
+    budgets = ("2x10%",) if iterative else ("20%",)
+    return ScheduleGrid(problem, (50,), budgets, metric=metric)

@@ -35,6 +35,8 @@ class DataConfig:
     crop_size: int = 0
     # Translation: the part of a pass over the training data that one epoch is (1/k).
     epoch_fraction: float = 1.0
+    # Translation: token limit of sources, targets and generated translations (the paper: 128).
+    max_length: int = 128
 
 
 @dataclass

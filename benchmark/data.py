@@ -125,6 +125,8 @@ def validate_data_config(cfg: DataConfig) -> None:
     if not _is_int(cfg.crop_size) or cfg.crop_size < 0:
         raise ConfigError("data.crop_size", cfg.crop_size, "an integer >= 0 (0: the default)")
     validate_epoch_fraction(cfg)
+    if not _is_int(cfg.max_length) or cfg.max_length < 2:
+        raise ConfigError("data.max_length", cfg.max_length, "an integer >= 2 (tokens)")
 
 
 # Datasets whose epochs may be a part of a pass over the data.

@@ -7,12 +7,13 @@ Files under ``data.root`` (nothing is downloaded):
   the raw parallel text ``{train,validation,test}.{en,de}`` (one sentence per line);
 * ``spiece.model``: the SentencePiece model (T5's own on a cluster).
 
-Sources get T5's task prefix ("translate English to German: "); sources and targets end with EOS
-and are cut to ``MAX_LENGTH`` = 128 tokens, as in the paper. Batches are (source ids, target ids),
-int64, padded with 0 to the longest sequence of the batch. The official validation split
-(newstest2015) is the harness's validation split and the test split (newstest2016) is the test
-split; training batches are shuffled by ``(seed, epoch)``. ``data.epoch_fraction`` makes one
-harness epoch a fixed part of a pass over the data (the paper's budgets go down to 0.1 epochs).
+Sources get T5's task prefix ("translate English to German: "); sources and targets end with
+EOS and are cut to ``data.max_length`` tokens (default 128, as in the paper), which also bounds
+generated translations. Batches are (source ids, target ids), int64, padded with 0 to the
+longest sequence of the batch. The official validation split (newstest2015) is the harness's
+validation split and the official test split (newstest2016) its test split; training batches are
+shuffled by ``(seed, epoch)``. ``data.epoch_fraction`` makes one harness epoch a fixed part of a
+pass over the data (the paper's budgets go down to 0.1 passes).
 """
 
 from __future__ import annotations
@@ -105,10 +106,12 @@ def load_tokenizer(root: Path):  # -> sentencepiece.SentencePieceProcessor
         raise DatasetError(f"cannot read the SentencePiece model {str(path)!r}: {err}") from err
 
 
-def encode(tokenizer, texts: Sequence[str], prefix: str = "") -> list[list[int]]:
-    """Token ids of ``texts`` (with ``prefix``), each cut to MAX_LENGTH and ending with EOS."""
+def encode(
+    tokenizer, texts: Sequence[str], prefix: str = "", max_length: int = MAX_LENGTH
+) -> list[list[int]]:
+    """Token ids of ``texts`` (with ``prefix``), each cut to ``max_length`` and ending with EOS."""
     ids = tokenizer.encode([prefix + t for t in texts])
-    return [seq[: MAX_LENGTH - 1] + [EOS_ID] for seq in ids]
+    return [seq[: max_length - 1] + [EOS_ID] for seq in ids]
 
 
 class TranslationSource(DataSource):
@@ -121,7 +124,8 @@ class TranslationSource(DataSource):
         self.tokenizer = load_tokenizer(root)
         self.name = "wmt16"
         self.num_classes = model_vocab_size(self.tokenizer.get_piece_size())
-        self.input_shape = (1, 1, MAX_LENGTH)
+        self.max_length = cfg.max_length
+        self.input_shape = (1, 1, cfg.max_length)
         self.batch_size = cfg.batch_size
         self.eval_batch_size = cfg.eval_batch_size
         self.device = device
@@ -133,10 +137,9 @@ class TranslationSource(DataSource):
             if not en:
                 raise DatasetError(f"the WMT16 {hf} split under {str(root)!r} is empty")
             self.references[split] = de
-            self._pairs[split] = (
-                Ragged(encode(self.tokenizer, en, PREFIX)),
-                Ragged(encode(self.tokenizer, de)),
-            )
+            sources = encode(self.tokenizer, en, PREFIX, cfg.max_length)
+            targets = encode(self.tokenizer, de, max_length=cfg.max_length)
+            self._pairs[split] = (Ragged(sources), Ragged(targets))
         self.num_train = len(self._pairs["train"][0])
         self.num_val = len(self._pairs["val"][0])
         self.num_test = len(self._pairs["test"][0])

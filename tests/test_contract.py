@@ -1,4 +1,5 @@
-"""The contract every registered method passes (built-ins and plugins alike), on digits.
+"""The contract every registered method passes (built-ins and plugins alike), on a tiny problem
+of each task: digits classification, COCO-stand-in segmentation, WMT16-stand-in translation.
 
 - the run finishes within its epoch budget;
 - a method with specifiable sparsity ends at exactly the goal sparsity over P;
@@ -21,7 +22,8 @@ import torch
 from helpers import comparable, run_interrupted, tiny_config
 
 from benchmark.config import RunConfig
-from benchmark.metrics import sparsity_stats, theoretical_speedup
+from benchmark.fakedata import write_coco, write_wmt16
+from benchmark.metrics import sparsity_stats
 from benchmark.runner import execute, parent_weights
 from benchmark.store import Store
 from benchmark.trainer import Trainer
@@ -39,8 +41,34 @@ SMALL = {
 }
 
 
-def contract_config(store: Path, name: str) -> RunConfig:
-    """A 4-epoch digits run of method ``name`` at 80% goal sparsity."""
+TASKS = ("classification", "segmentation", "translation")
+
+
+@pytest.fixture(scope="session")
+def standin_roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Stand-in files of the segmentation and translation problems (written once)."""
+    return {
+        "segmentation": write_coco(tmp_path_factory.mktemp("coco"), n_train=6, n_val=2),
+        "translation": write_wmt16(tmp_path_factory.mktemp("wmt16"), 32, n_val=4, n_test=4),
+    }
+
+
+def task_overrides(task: str, roots: dict[str, Path]) -> list[str]:
+    """The data and model of the task's tiny problem (digits + the default CNN otherwise)."""
+    if task == "segmentation":
+        data = ["data.name=coco", "model.name=deeplabv3_tiny", "data.crop_size=16"]
+        data += ["data.batch_size=2", "data.workers=0", "data.val_fraction=0.4"]
+    elif task == "translation":
+        # Greedy decoding runs up to data.max_length tokens per evaluation.
+        data = ["data.name=wmt16", "model.name=t5_tiny", "data.batch_size=16"]
+        data += [f"eval.val_every={BUDGET}", "data.max_length=24"]
+    else:
+        return []
+    return [*data, f"data.root={str(roots[task])!r}"]
+
+
+def contract_config(store: Path, name: str, task: str = "classification", roots=None) -> RunConfig:
+    """A 4-epoch run of method ``name`` at 80% goal sparsity on the tiny problem of ``task``."""
     return tiny_config(
         store,
         f"method.name={name}",
@@ -49,6 +77,7 @@ def contract_config(store: Path, name: str) -> RunConfig:
         "budget.initial_epochs=2",
         "budget.cycles=2",
         *SMALL.get(name, []),
+        *task_overrides(task, roots or {}),
     )
 
 
@@ -57,13 +86,18 @@ def method_name(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(params=TASKS)
+def task(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 def test_plugin_from_entry_point_is_registered() -> None:
     assert "prune-at-end" in ALL_METHODS
 
 
 @pytest.mark.slow
-def test_contract(method_name: str, tmp_path: Path) -> None:
-    cfg = contract_config(tmp_path / "store", method_name)
+def test_contract(method_name: str, task: str, standin_roots, tmp_path: Path) -> None:
+    cfg = contract_config(tmp_path / "store", method_name, task, standin_roots)
     method_cls = get_method(method_name)
     record = execute(cfg)
     m = record["metrics"]
@@ -85,7 +119,8 @@ def test_contract(method_name: str, tmp_path: Path) -> None:
     stats = sparsity_stats(trainer.model, trainer.ctx.prunable)
     assert stats["sparsity"] == pytest.approx(m["sparsity"])
     assert stats["nonzero_prunable"] == m["nonzero_prunable"]
-    speed = theoretical_speedup(trainer.model, trainer.data.example_batch())
+    assert trainer.task.name == task
+    speed = trainer.task.speedup(trainer.model, trainer.data)
     assert speed["speedup"] == pytest.approx(m["speedup"])
 
     # the same seed gives the same result; an interrupted run resumes exactly

@@ -34,6 +34,7 @@ def wmt_config(store: Path, root: Path, *overrides: str):
         f"data.root={str(root)!r}",
         "data.batch_size=16",
         "data.eval_batch_size=8",
+        "data.max_length=24",
         "model.name=t5_tiny",
         *overrides,
     )

@@ -145,7 +145,13 @@ PSPNET_SMOKE = Problem(
 )
 T5_SMOKE = Problem(
     "t5_tiny-wmt16-standin",
-    {"name": "wmt16", "root": "data/standin/wmt16", "batch_size": 16, "epoch_fraction": 0.5},
+    {
+        "name": "wmt16",
+        "root": "data/standin/wmt16",
+        "batch_size": 16,
+        "epoch_fraction": 0.5,
+        "max_length": 24,
+    },
     "t5_tiny",
     10,
     {

@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
 PAD_ID = 0
 LABEL_IGNORE = -100
-# Generated translations stop at EOS or after this many tokens (the paper's length limit).
-MAX_NEW_TOKENS = 128
 
 
 def model_inputs(source: Tensor, target: Tensor) -> dict[str, Tensor]:
@@ -64,7 +62,8 @@ def evaluate_translation(
                     generated = model.generate(
                         input_ids=source,
                         attention_mask=source.ne(PAD_ID).long(),
-                        max_new_tokens=MAX_NEW_TOKENS,
+                        # Stop at EOS or at the sequence-length limit (data.max_length).
+                        max_new_tokens=data.max_length,  # type: ignore[attr-defined]
                         do_sample=False,
                         num_beams=1,
                     )

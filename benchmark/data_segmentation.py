@@ -19,6 +19,7 @@ image sizes are padded (ignore pixels in the targets). Randomness per item comes
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,7 +268,10 @@ def _read_coco(root: Path, split: str, keep_empty: bool) -> list[Sample]:
             target = np.zeros((h, w), dtype=np.uint8)
             count = np.zeros((h, w), dtype=np.uint8)
             for ann in objects(info["id"]):
-                m = coco_mask.decode(_rle(ann["segmentation"], h, w)).astype(bool)
+                with warnings.catch_warnings():
+                    # pycocotools' NumPy-2 copy-keyword deprecation, harmless here.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    m = coco_mask.decode(_rle(ann["segmentation"], h, w)).astype(bool)
                 target[m] = to_train_id[ann["category_id"]]
                 count += m
             target[count > 1] = IGNORE_INDEX

@@ -435,7 +435,8 @@ def render_markdown(table: Table, store: str = "the store") -> str:
                 ]
                 out.append(f"| {line.label} | " + " | ".join(cells) + " |")
         out.append("")
-    out.append("¹ ² ³: first, second and third best per column (mean test accuracy, as printed).")
+    what = "accuracy" if table.metric == "accuracy" else HEADERS[table.metric]
+    out.append(f"¹ ² ³: first, second and third best per column (mean test {what}, as printed).")
     out += _summary(table, store)
     return "\n".join(out) + "\n"
 

@@ -111,15 +111,15 @@ T5_WMT16 = Problem(
 )
 
 # Their smoke stand-ins: the same task and design on stand-in files (`prunebench fake-data`),
-# written under data/standin/ by `reproduce` when missing, with the tiny models; 10 epochs.
+# written under data/standin/ by `reproduce` when missing, with the tiny models; 6-10 epochs.
 _SMOKE_EXTRA = {"logging": {"progress": False}, "runtime": {"threads": 1}}
 _SEG_SMOKE_DATA = {"batch_size": 2, "eval_batch_size": 8, "crop_size": 24, "workers": 0}
 DEEPLAB_SMOKE = Problem(
     "deeplabv3_tiny-coco-standin",
     {"name": "coco", "root": "data/standin/coco", "val_fraction": 0.25, **_SEG_SMOKE_DATA},
     "deeplabv3_tiny",
-    10,
-    {"name": "stepped", "lr": 0.05, "milestones": [6, 8], "values": [0.005, 0.0005]},
+    6,
+    {"name": "stepped", "lr": 0.05, "milestones": [4, 5], "values": [0.005, 0.0005]},
     (1e-5,),
     SEEDS,
     extra=_SMOKE_EXTRA,
@@ -130,12 +130,12 @@ PSPNET_SMOKE = Problem(
     {"name": "cityscapes", "root": "data/standin/cityscapes", "val_fraction": 0.25}
     | _SEG_SMOKE_DATA,
     "pspnet_tiny",
-    10,
+    6,
     {
         "name": "stepped",
         "lr": 0.1,
         "warmup_epochs": 1.0,
-        "milestones": [4, 7, 9],
+        "milestones": [3, 4, 5],
         "values": [0.01, 0.001, 0.0001],
     },
     (1e-5,),

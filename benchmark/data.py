@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -497,14 +498,17 @@ def torch_seeded(seed: int) -> Iterator[None]:
         torch.set_rng_state(state)
 
 
-class _ImageList(Dataset):
-    """Images ``samples[order[i]]`` with a transform; optional per-item seeds for augmentation."""
+class SeededList(Dataset):
+    """Items ``samples[order[i]]`` with a transform; optional per-item seeds for augmentation.
+
+    Subclasses load an item in ``__getitem__`` and pass it through :meth:`apply`.
+    """
 
     def __init__(
         self,
-        samples: list[tuple[str, int]],
+        samples: Sequence[Any],
         order: Tensor,
-        transform: Callable[[object], Tensor],
+        transform: Callable[..., Any],
         seeds: Tensor | None = None,
     ) -> None:
         self.samples = samples
@@ -515,13 +519,20 @@ class _ImageList(Dataset):
     def __len__(self) -> int:
         return len(self.order)
 
+    def apply(self, i: int, *inputs: Any) -> Any:
+        """``transform(*inputs)`` under item ``i``'s seed (when the list has seeds)."""
+        if self.seeds is None:
+            return self.transform(*inputs)
+        with torch_seeded(self.seeds[i]):
+            return self.transform(*inputs)
+
+
+class _ImageList(SeededList):
+    """Image files with class labels."""
+
     def __getitem__(self, i: int) -> tuple[Tensor, int]:
         path, label = self.samples[self.order[i]]
-        image = default_loader(path)
-        if self.seeds is None:
-            return self.transform(image), label
-        with torch_seeded(self.seeds[i]):
-            return self.transform(image), label
+        return self.apply(i, default_loader(path)), label
 
 
 class FolderSource(DataSource):

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 from torchvision import tv_tensors
 from torchvision.datasets import Cityscapes
 from torchvision.transforms import v2
@@ -41,10 +41,10 @@ from benchmark.data import (
     IMAGENET_STD,
     Batch,
     DataSource,
+    SeededList,
     _check_split,
     epoch_generator,
     stratified_split,
-    torch_seeded,
 )
 from benchmark.errors import DatasetError
 
@@ -99,23 +99,8 @@ def joint_transforms(sizes: Sizes, train: bool) -> v2.Transform:
     )
 
 
-class SegmentationList(Dataset):
-    """``samples[order[i]]`` as (normalised image, int64 mask); optional per-item seeds."""
-
-    def __init__(
-        self,
-        samples: Sequence[Sample],
-        order: Tensor,
-        transform: v2.Transform,
-        seeds: Tensor | None = None,
-    ) -> None:
-        self.samples = samples
-        self.order = order.tolist()
-        self.transform = transform
-        self.seeds = seeds.tolist() if seeds is not None else None
-
-    def __len__(self) -> int:
-        return len(self.order)
+class SegmentationList(SeededList):
+    """Image files with their label masks, as (normalised image, int64 mask)."""
 
     def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
         path, load_mask = self.samples[self.order[i]]
@@ -124,11 +109,7 @@ class SegmentationList(Dataset):
             mask = tv_tensors.Mask(torch.from_numpy(np.array(load_mask(), dtype=np.uint8)))
         except OSError as err:
             raise DatasetError(f"cannot read the sample {path!r}: {err}") from err
-        if self.seeds is None:
-            x, y = self.transform(image, mask)
-        else:
-            with torch_seeded(self.seeds[i]):
-                x, y = self.transform(image, mask)
+        x, y = self.apply(i, image, mask)
         return x.as_subclass(Tensor), y.as_subclass(Tensor).to(torch.int64)
 
 

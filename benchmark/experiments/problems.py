@@ -125,59 +125,46 @@ T5_WMT16 = Problem(
     SEEDS,
 )
 
+
 # Their smoke stand-ins: the same task and design on stand-in files (`prunebench fake-data`),
-# written under data/standin/ by `reproduce` when missing, with the tiny models; 6-10 epochs.
-_SMOKE_EXTRA = {"logging": {"progress": False}, "runtime": {"threads": 1}}
+# written under data/standin/ by `reproduce` when missing, with the tiny models.
+def standin(data: dict, model: str, epochs: int, schedule: dict, values: list[float]) -> Problem:
+    """A smoke problem on the stand-in files of dataset ``data["name"]``, weight decay 1e-5."""
+    dataset = data["name"]
+    steps = {"name": "stepped", **schedule, "values": values}
+    return Problem(
+        f"{model}-{dataset}-standin",
+        {"root": f"data/standin/{dataset}", **data},
+        model,
+        epochs,
+        steps,
+        (1e-5,),
+        SEEDS,
+        extra={"logging": {"progress": False}, "runtime": {"threads": 1}},
+        standin=dataset,
+    )
+
+
 _SEG_SMOKE_DATA = {"batch_size": 2, "eval_batch_size": 8, "crop_size": 24, "workers": 0}
-DEEPLAB_SMOKE = Problem(
-    "deeplabv3_tiny-coco-standin",
-    {"name": "coco", "root": "data/standin/coco", "val_fraction": 0.25, **_SEG_SMOKE_DATA},
+_SEG_SMOKE_DATA |= {"val_fraction": 0.25}
+DEEPLAB_SMOKE = standin(
+    {"name": "coco", **_SEG_SMOKE_DATA},
     "deeplabv3_tiny",
     6,
-    {"name": "stepped", "lr": 0.05, "milestones": [4, 5], "values": [0.005, 0.0005]},
-    (1e-5,),
-    SEEDS,
-    extra=_SMOKE_EXTRA,
-    standin="coco",
+    {"lr": 0.05, "milestones": [4, 5]},
+    [0.005, 0.0005],
 )
-PSPNET_SMOKE = Problem(
-    "pspnet_tiny-cityscapes-standin",
-    {"name": "cityscapes", "root": "data/standin/cityscapes", "val_fraction": 0.25}
-    | _SEG_SMOKE_DATA,
+PSPNET_SMOKE = standin(
+    {"name": "cityscapes", **_SEG_SMOKE_DATA},
     "pspnet_tiny",
     6,
-    {
-        "name": "stepped",
-        "lr": 0.1,
-        "warmup_epochs": 1.0,
-        "milestones": [3, 4, 5],
-        "values": [0.01, 0.001, 0.0001],
-    },
-    (1e-5,),
-    SEEDS,
-    extra=_SMOKE_EXTRA,
-    standin="cityscapes",
+    {"lr": 0.1, "warmup_epochs": 1.0, "milestones": [3, 4, 5]},
+    [0.01, 0.001, 0.0001],
 )
-T5_SMOKE = Problem(
-    "t5_tiny-wmt16-standin",
-    {
-        "name": "wmt16",
-        "root": "data/standin/wmt16",
-        "batch_size": 16,
-        "epoch_fraction": 0.5,
-        "max_length": 24,
-    },
+T5_SMOKE = standin(
+    {"name": "wmt16", "batch_size": 16, "epoch_fraction": 0.5, "max_length": 24},
     "t5_tiny",
     10,
-    {
-        "name": "stepped",
-        "lr": 0.1,
-        "warmup_epochs": 2.0,
-        "milestones": [4, 6, 8],
-        "values": [0.01, 0.001, 0.0001],
-    },
-    (1e-5,),
-    SEEDS,
-    extra=_SMOKE_EXTRA,
-    standin="wmt16",
+    {"lr": 0.1, "warmup_epochs": 2.0, "milestones": [4, 6, 8]},
+    [0.01, 0.001, 0.0001],
 )

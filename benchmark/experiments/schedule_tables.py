@@ -147,3 +147,31 @@ def task_smoke_grid(problem: Problem, metric: str, iterative: bool = False) -> S
     schemes on ``problem`` (tiny model, stand-in files), one sparsity and one budget."""
     budgets = ("2x10%",) if iterative else ("20%",)
     return ScheduleGrid(problem, (50,), budgets, metric=metric)
+
+
+def oneshot_and_iterative(
+    table: str,
+    title: str,
+    problems: tuple[Problem, Problem],
+    sparsities: tuple[float, ...],
+    budgets: tuple[tuple[str, ...], tuple[str, ...]],
+    metric: str,
+) -> tuple[ScheduleTable, ScheduleTable]:
+    """The One Shot table ``table`` and its ``-iterative`` twin of the translation schemes on the
+    (paper, smoke) ``problems``, with the (One Shot, iterative) paper ``budgets``."""
+    paper, smoke = problems
+    label = {"iou": "mIoU", "bleu": "BLEU"}.get(metric, metric)
+    return (
+        ScheduleTable(
+            table,
+            f"{title} One Shot IMP: retraining schedules ({label})",
+            smoke=task_smoke_grid(smoke, metric),
+            paper=ScheduleGrid(paper, sparsities, budgets[0], metric=metric),
+        ),
+        ScheduleTable(
+            f"{table}-iterative",
+            f"{title} iterative IMP (2-3 cycles): retraining schedules ({label})",
+            smoke=task_smoke_grid(smoke, metric, iterative=True),
+            paper=ScheduleGrid(paper, sparsities, budgets[1], metric=metric),
+        ),
+    )

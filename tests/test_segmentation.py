@@ -45,6 +45,8 @@ def seg_config(store: Path, data: str, root: Path, model: str, *overrides: str):
         "data.eval_batch_size=4",
         "data.workers=0",
         "data.val_fraction=0.25",
+        # CUDA's deterministic mode has no backward for bilinear upsampling: tests run on the CPU.
+        "runtime.device='cpu'",
         f"model.name={model}",
         *overrides,
     )

@@ -35,6 +35,7 @@ def wmt_config(store: Path, root: Path, *overrides: str):
         "data.batch_size=16",
         "data.eval_batch_size=8",
         "data.max_length=24",
+        "runtime.device='cpu'",
         "model.name=t5_tiny",
         *overrides,
     )

@@ -34,6 +34,12 @@ class DataConfig:
     val_fraction: float = 0.1
     split_seed: int = 0
     workers: int = 4
+    # Segmentation: training crop side in pixels (0: the dataset's own, e.g. 480 for COCO).
+    crop_size: int = 0
+    # Translation: the part of a pass over the training data that one epoch is (1/k).
+    epoch_fraction: float = 1.0
+    # Translation: token limit of sources, targets and generated translations (the paper: 128).
+    max_length: int = 128
 
 
 @dataclass
@@ -44,6 +50,9 @@ class ModelConfig:
     # "default": each model's own constructor (PyTorch's/torchvision's), as the paper's code;
     # "he_normal": He-normal convs/linears, zero biases.
     init: typing.Literal["default", "he_normal"] = "default"
+    # A local checkpoint in the library's own format (a torchvision state dict file, a
+    # transformers save_pretrained folder); empty: random initialisation.
+    pretrained: str = ""
 
 
 @dataclass

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -62,8 +63,15 @@ MODELS: Registry[ModelBuilder] = Registry("model")
 MODEL_DATASETS: dict[str, tuple[str, ...]] = {"maxvit_t": ("imagenet",)}
 
 
+# Datasets that need models of their own task: name -> the models that can train on it.
+DATASET_MODELS: dict[str, tuple[str, ...]] = {}
+
+
 def validate_model_data(model: str, data: str) -> None:
     """Raise ConfigError("model.name", ...) when ``model`` cannot train on dataset ``data``."""
+    needed = DATASET_MODELS.get(data)
+    if needed is not None and model not in needed:
+        raise ConfigError("model.name", model, f"a model for data.name = {data!r}: {needed}")
     allowed = MODEL_DATASETS.get(model)
     if allowed is not None and data not in allowed:
         datasets = ", ".join(repr(d) for d in allowed)
@@ -79,22 +87,75 @@ MODEL_INITS: tuple[str, ...] = ("default", "he_normal")
 
 
 def build_model(
-    name: str, num_classes: int, input_shape: InputShape, init: str = "default"
+    name: str,
+    num_classes: int,
+    input_shape: InputShape,
+    init: str = "default",
+    pretrained: str = "",
 ) -> nn.Module:
-    """Build the registered model ``name`` initialised by ``init`` (one of :data:`MODEL_INITS`).
+    """Build the registered model ``name`` initialised by ``init`` (one of :data:`MODEL_INITS`),
+    then with the weights of the local checkpoint ``pretrained`` when given.
 
     Unknown names raise ConfigError("model.name", ...), unknown inits ConfigError("model.init").
     """
     validate_model_init(init)
     builder = MODELS.get(name, "model.name")
     model = builder(num_classes, tuple(input_shape))
-    return kaiming_init(model) if init == "he_normal" else model
+    if init == "he_normal":
+        kaiming_init(model)
+    if pretrained:
+        load_pretrained(model, pretrained)
+    return model
 
 
 def validate_model_init(init: str) -> None:
     """Raise ConfigError("model.init", ...) unless ``init`` is one of :data:`MODEL_INITS`."""
     if init not in MODEL_INITS:
         raise ConfigError("model.init", init, MODEL_INITS)
+
+
+def validate_pretrained(path: str) -> None:
+    """Raise ConfigError("model.pretrained", ...) unless ``path`` is empty or exists."""
+    if path and not Path(path).exists():
+        raise ConfigError(
+            "model.pretrained",
+            path,
+            "an existing checkpoint (a torchvision state-dict file or a transformers "
+            "save_pretrained folder), or '' for random initialisation",
+        )
+
+
+def load_pretrained(model: nn.Module, path: str | Path) -> None:
+    """Load local weights into ``model`` (no download).
+
+    A folder is a transformers ``save_pretrained`` checkpoint of the model's own class. A file
+    is a torch state dict of the whole model or, for a model with a ``backbone`` (torchvision's
+    segmentation models), of the backbone's classifier network (e.g. an ImageNet ResNet;
+    its ``fc`` head is dropped). Missing or mismatching weights raise ConfigError.
+    """
+    path = Path(path)
+    validate_pretrained(str(path))
+    try:
+        if path.is_dir():
+            state = type(model).from_pretrained(str(path)).state_dict()  # type: ignore[attr-defined]
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
+            state = state["model"]  # torchvision's reference scripts save {"model": ...}
+        target = model
+        if not _matches(model, state) and hasattr(model, "backbone"):
+            target = model.backbone
+            state = {k: v for k, v in state.items() if not k.startswith("fc.")}
+        target.load_state_dict(state)
+    except (OSError, RuntimeError, ValueError, AttributeError, KeyError) as err:
+        raise ConfigError(
+            "model.pretrained", str(path), f"weights that fit {type(model).__name__} ({err})"
+        ) from None
+
+
+def _matches(model: nn.Module, state: dict) -> bool:
+    """Whether ``state`` holds every entry of ``model``'s state dict."""
+    return set(model.state_dict()) <= set(state)
 
 
 def kaiming_init(model: nn.Module) -> nn.Module:
@@ -476,3 +537,7 @@ def deterministic_pools(model: nn.Module) -> nn.Module:
             if type(child) is nn.AdaptiveAvgPool2d:
                 setattr(parent, name, AvgPoolTo(child.output_size))
     return model
+
+
+# Registered here so that every model is known once this module is imported.
+from benchmark import models_segmentation, models_translation  # noqa: E402,F401

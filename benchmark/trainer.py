@@ -20,11 +20,12 @@ from tqdm.auto import tqdm
 from benchmark.checkpoint import CorruptFileError, load_checkpoint, move_aside, save_checkpoint
 from benchmark.config import RunConfig, check
 from benchmark.data import DataSource, build_dataset
-from benchmark.metrics import evaluate, sparsity_stats, theoretical_speedup
+from benchmark.metrics import sparsity_stats
 from benchmark.models import build_model
-from benchmark.pruning import MaskStore, prunable_parameters
+from benchmark.pruning import MaskStore
 from benchmark.schedules import original_warmup_iters
 from benchmark.store import StoreWarning
+from benchmark.tasks import Task, get_task
 from methods import get_method
 from methods.base import Method, TrainContext
 
@@ -169,14 +170,19 @@ class Trainer:
         configure_kernels(self.device, cfg.runtime.deterministic)
         seed_everything(cfg.seed)
         self.data: DataSource = build_dataset(cfg.data, self.device)
+        self.task: Task = get_task(self.data.task, cfg)
         self.model: nn.Module = build_model(
-            cfg.model.name, self.data.num_classes, self.data.input_shape, cfg.model.init
+            cfg.model.name,
+            self.data.num_classes,
+            self.data.input_shape,
+            cfg.model.init,
+            cfg.model.pretrained,
         ).to(self.device)
         self.method: Method = get_method(cfg.method.name)(cfg)
         self.method_epochs = self.method.total_epochs()
         self.total_epochs = self.method_epochs + cfg.finetune.epochs
         self.ipe = self.data.iters_per_epoch()
-        masks = MaskStore(prunable_parameters(self.model, cfg.method.exclude))
+        masks = MaskStore(self.task.prunable(self.model, cfg.method.exclude))
         check_prunable_set(cfg, masks.num_prunable())
         self.ctx = TrainContext(
             cfg=cfg,
@@ -198,19 +204,13 @@ class Trainer:
             weight_decay=cfg.optim.weight_decay,
         )
         self.ctx.optimizer = self.optimizer
-        self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing)
         self.state = TrainState()
         self.finetune_lr = self._finetune_lr()
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
-        """Accuracy and loss of the current model on ``split`` (eval mode)."""
-        return evaluate(
-            self.model,
-            self.data.eval_batches(split),
-            self.data.num_classes,
-            bf16=self.cfg.optim.bf16,
-        )
+        """The task's metrics (accuracy, loss, ...) of the current model on ``split``."""
+        return self.task.evaluate(self.model, self.data, split)
 
     def recompute_batchnorm(self) -> None:
         """Refresh BatchNorm running statistics: one epoch of training batches in train mode.
@@ -337,7 +337,7 @@ class Trainer:
             if in_method:
                 method.before_forward(step)
             with autocast:
-                loss = self.loss_fn(model(x), y)
+                loss = self.task.loss(model, x, y)
                 extra = method.extra_loss(step) if in_method else None
                 if extra is not None:
                     loss = loss + extra
@@ -430,11 +430,12 @@ class Trainer:
         return metrics
 
     def _pick_finetune(self, after: dict[str, Any]) -> dict[str, Any]:
-        """With post-training FT, keep the better (by validation accuracy) of before/after."""
+        """With post-training FT, keep the better (by the task's validation metric) of the two."""
         before = self.state.pre_finetune
         if before is None:
             return after
-        use_after = after["val"]["top1"] >= before["val"]["top1"]
+        key = self.task.metric
+        use_after = after["val"][key] >= before["val"][key]
         chosen = dict(after if use_after else before)
         chosen["finetune"] = {
             "epochs": self.cfg.finetune.epochs,
@@ -449,13 +450,12 @@ class Trainer:
         test = self.evaluate("test")
         val = self.evaluate("val")
         last_loss = self.state.history[-1]["train_loss"] if self.state.history else float("nan")
-        example = self.data.example_batch().to(self.device)
         return {
             "test": test,
             "val": val,
             "train_loss": last_loss,
             **sparsity_stats(self.model, self.ctx.prunable),
-            **theoretical_speedup(self.model, example),
+            **self.task.speedup(self.model, self.data),
             **{k: v for k, v in self.ctx.record.items()},
         }
 

@@ -46,6 +46,9 @@ def test_registry_has_exactly_the_paper_models() -> None:
     expected = {"cnn_small", "cnn_wide", "resnet18", "vgg16", "wrn28_10", "wrn28_10_standard"}
     expected |= {"resnet50", "maxvit_t"}
     expected |= {f"resnet{d}" for d in (20, 32, 44, 56, 110)}
+    # Segmentation networks, each with a tiny stand-in of the same design for smoke runs.
+    expected |= {"deeplabv3_resnet50", "pspnet_resnet101", "deeplabv3_tiny", "pspnet_tiny"}
+    expected |= {"t5_small", "t5_tiny"}
     assert set(MODELS.names()) == expected
 
 

@@ -425,7 +425,9 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
             full = {k: v for k, v in asdict(section).items() if k in used}
             defaults = asdict(cls())
         elif name == "method":
-            full = _method_to_dict(section)
+            # Likewise the [method] keys it ignores (the goal sparsity of CS, STR and DST).
+            ignored = get_method(cfg.method.name).ignored_fields()
+            full = {k: v for k, v in _method_to_dict(section).items() if k not in ignored}
             defaults = _method_to_dict(
                 MethodConfig(name=section.name, params=method_params_class(section.name)())
             )

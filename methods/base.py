@@ -79,6 +79,15 @@ class Method:
         # Whether the mask store holds a hard mask that every optimizer step must respect.
         self.masks_active = False
 
+    @classmethod
+    def ignored_fields(cls) -> frozenset[str]:
+        """The ``[method]`` keys this method does not read; they are not part of its run id.
+
+        By default ``sparsity`` when the goal sparsity is not specifiable (it emerges from the
+        method's own hyperparameters), so sweeping it does not train the same run twice.
+        """
+        return frozenset() if cls.info.sparsity_specifiable else frozenset({"sparsity"})
+
     # ----------------------------------------------------------------- planning (no compute)
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:

@@ -17,13 +17,17 @@ EXIT_FAILURE = 1
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", help="a TOML run config (default: BIMP on digits)")
+    _add_set_arg(p, "override one config value (repeatable), e.g. --set method.sparsity=0.95")
+
+
+def _add_set_arg(p: argparse.ArgumentParser, help_text: str) -> None:
     p.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="override one config value (repeatable), e.g. --set method.sparsity=0.95",
+        help=help_text,
     )
 
 
@@ -51,6 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--sparsity", type=float, default=0.9, help="goal sparsity")
 
     sub.add_parser("methods", help="list the registered methods and their properties")
+
+    check = sub.add_parser(
+        "check-method",
+        help="run the method contract (budget, exact sparsity, resume, ...) on digits",
+        description="Train each named method briefly on digits and check the contract every "
+        "method must pass: within the budget, exact goal sparsity, stored metrics match the "
+        "weights, determinism, exact resume, hard masks hold. Exit status 1 if a check fails.",
+    )
+    check.add_argument("names", nargs="+", metavar="NAME", help="registered method names")
+    _add_set_arg(check, "extra override of the contract's config, e.g. method.parent_epochs=1")
+    check.add_argument(
+        "--workdir", default=None, help="keep the runs here (default: a temporary folder)"
+    )
 
     show = sub.add_parser("show", help="print a stored run")
     show.add_argument("run", help="run id or path to a result JSON")
@@ -174,6 +191,27 @@ def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def cmd_check_method(args: argparse.Namespace) -> int:
+    """``prunebench check-method NAME...``: the method contract, one line per check."""
+    import tempfile
+
+    from benchmark.contract import check_method
+    from methods import get_method
+
+    for name in args.names:
+        get_method(name)  # an unknown name is a config error before any training
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="prunebench-contract-") as tmp:
+        root = Path(args.workdir) if args.workdir else Path(tmp)
+        for name in args.names:
+            results = check_method(name, root / name, args.overrides)
+            for r in results:
+                print(r.line(), flush=True)
+            failed += sum(not r.passed for r in results)
+    print(f"{failed} check(s) failed" if failed else "every check passed")
+    return EXIT_FAILURE if failed else 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """``prunebench show RUN``: a stored result."""
     from benchmark.store import Store
@@ -241,6 +279,7 @@ COMMANDS = {
     "run": cmd_run,
     "demo": cmd_demo,
     "methods": cmd_methods,
+    "check-method": cmd_check_method,
     "show": cmd_show,
     "schedule": cmd_schedule,
     "fake-data": cmd_fake_data,

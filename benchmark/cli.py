@@ -54,7 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--epochs", type=int, default=30, help="budget T of each run")
     demo.add_argument("--sparsity", type=float, default=0.9, help="goal sparsity")
 
-    sub.add_parser("methods", help="list the registered methods and their properties")
+    methods = sub.add_parser(
+        "methods",
+        help="list the registered methods; with NAME, every key (type, default, meaning) and "
+        "the presets",
+    )
+    methods.add_argument("name", nargs="?", help="a method: its keys, meanings and presets")
+    methods.add_argument(
+        "--markdown", action="store_true", help="print the README's method table instead"
+    )
 
     check = sub.add_parser(
         "check-method",
@@ -112,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides)
     if args.print_config:
         print(f"# run id: {cfg.run_id}")
+        print(f"# what each [method] key means: prunebench methods {cfg.method.name}")
         print(config_to_toml(cfg), end="")
         return 0
     try:
@@ -152,10 +161,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    """``prunebench methods``: the paper's overview table for every registered method."""
+    """``prunebench methods [NAME]``: the overview table, or one method's keys and presets."""
+    import dataclasses
+
+    from benchmark import method_docs
     from methods import METHODS, load_methods
 
     load_methods()
+    if args.name is not None:
+        print(method_docs.describe(args.name))
+        return 0
+    if args.markdown:
+        print(method_docs.markdown_table(METHODS.names()), end="")
+        return 0
     mark = {True: "yes", False: "no"}
     rows = []
     for name in METHODS.names():
@@ -168,6 +186,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
                 mark[i.pruning_stable],
                 mark[i.sparsity_agnostic],
                 str(i.extra_hyperparameters),
+                str(len(dataclasses.fields(cls.Params))),
                 i.summary,
             )
         )
@@ -176,10 +195,12 @@ def cmd_methods(args: argparse.Namespace) -> int:
         "sparsity specifiable",
         "pruning stable",
         "sparsity agnostic",
-        "add. hyperparameters",
+        "paper's add. hyperparameters",
+        "own keys",
         "summary",
     )
     print(_text_table(header, rows))
+    print("\nprunebench methods NAME: every [method] key of NAME with its meaning, and its presets")
     return 0
 
 

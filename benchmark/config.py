@@ -397,8 +397,18 @@ def _method_to_dict(method: MethodConfig) -> dict[str, Any]:
 
 
 def config_to_toml(cfg: RunConfig) -> str:
-    """The full config as TOML text that :func:`load_config` reads back unchanged."""
-    return tomli_w.dumps(_drop_none(config_to_dict(cfg)))
+    """The full config as TOML text that :func:`load_config` reads back unchanged.
+
+    TOML has no null, so an unset optional key is shown as a comment in its table.
+    """
+    data = config_to_dict(cfg)
+    text = tomli_w.dumps(_drop_none(data))
+    for section, values in data.items():
+        unset = [k for k, v in values.items() if v is None] if isinstance(values, dict) else []
+        for key in reversed(unset):
+            line = f"# {key} = ...  (unset; optional)\n"
+            text = text.replace(f"[{section}]\n", f"[{section}]\n{line}", 1)
+    return text
 
 
 def _drop_none(data: Any) -> Any:

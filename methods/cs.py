@@ -38,7 +38,14 @@ from methods.base import MethodInfo, TrainContext, register_method
 
 @dataclass
 class CSParams:
-    """Hyperparameters of CS: s0 (``mask_init``), beta_final (``temperature``), lambda (``l1``)."""
+    """Hyperparameters of CS: s0 (``mask_init``), beta_final (``temperature``), lambda (``l1``).
+
+    Attributes:
+        mask_init: s0, the initial mask logit of every prunable weight (lower prunes more)
+        temperature: beta_final, the temperature the mask sigmoid reaches at the last iteration
+            (it grows exponentially from 1)
+        l1: lambda, the weight of the mask penalty sum(sigmoid(beta m)) over the prunable set
+    """
 
     mask_init: float = 0.0
     temperature: float = 300.0

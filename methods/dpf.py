@@ -42,6 +42,11 @@ class DPFParams:
 
     ``steps`` (P_s) or ``interval`` (I, in epochs) fixes the pruning schedule as for GMP (at most
     one; both 0 means I = 1); ``refresh_every`` is the mask update period in iterations.
+
+    Attributes:
+        steps: P_s, the number of pruning steps of the cubic schedule; 0: derived from interval
+        interval: I, epochs between pruning steps; 0: derived from steps (both 0: I = 1)
+        refresh_every: iterations between mask recomputations from the dense weights
     """
 
     steps: int = 0

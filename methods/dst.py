@@ -103,7 +103,11 @@ DST_INFO = MethodInfo(
 
 @dataclass
 class DSTParams:
-    """Hyperparameters of DST: ``alpha`` weighs the threshold penalty sum(exp(-t))."""
+    """Hyperparameters of DST: ``alpha`` weighs the threshold penalty sum(exp(-t)).
+
+    Attributes:
+        alpha: weight of the threshold penalty sum(exp(-t)); larger prunes more
+    """
 
     alpha: float = 5e-5
 

@@ -59,6 +59,15 @@ class GMPParams:
 
     ``steps`` (P_s) or ``interval`` (I, in epochs) fixes the pruning schedule; give at most one,
     0 means "derive from the other", and both 0 means I = 1 (prune after every epoch).
+
+    Attributes:
+        steps: P_s, the number of pruning steps of the cubic schedule; 0: derived from interval
+        interval: I, epochs between pruning steps; 0: derived from steps (both 0: I = 1)
+        criterion: which weights each step prunes: global, uniform, uniform+, erk, lamp, random
+        variant: hard (a pruned weight never returns) or soft (each step re-selects from all
+            weights, so pruned ones can come back)
+        lr_schedule: original (the run's schedule), linear (decay to zero over T) or cyclic
+            (a linear decay restarted at each pruning step)
     """
 
     steps: int = 0

@@ -48,6 +48,10 @@ class GSMParams:
 
     ``from_pretrained`` starts from a dense parent trained for ``parent_epochs`` epochs (ignored
     when false).
+
+    Attributes:
+        from_pretrained: start from a trained dense parent instead of from scratch
+        parent_epochs: epochs of the dense parent (used only with from_pretrained)
     """
 
     from_pretrained: bool = False

@@ -67,6 +67,21 @@ class LCParams:
     ``decay`` variant: ``wd_schedule`` with ``wd_start_factor``/``wd_end_factor`` (geometric) or
     ``wd_start_factor``/``decay_growth`` (epoch). ``lc`` variant: ``mu_0``, ``mu_growth`` and
     ``c_step_every`` (iterations; 0 = every epoch). ``from_pretrained``/``parent_epochs`` as GSM.
+
+    Attributes:
+        variant: decay (grow the weight decay of the would-be-pruned weights; the paper's form)
+            or lc (the original learning-compression L and C steps)
+        wd_schedule: decay variant: how the decay factor grows, geometric (per iteration from
+            wd_start_factor to wd_end_factor) or epoch (times decay_growth every epoch)
+        wd_start_factor: decay variant: factor of optim.weight_decay at the first iteration
+        wd_end_factor: decay variant, geometric: factor of optim.weight_decay at the last
+            iteration
+        decay_growth: decay variant, epoch: the factor multiplies by this every epoch
+        mu_0: lc variant: penalty weight mu of the first C step
+        mu_growth: lc variant: mu multiplies by this after every C step
+        c_step_every: lc variant: iterations between C steps; 0: one at the start of every epoch
+        from_pretrained: start from a trained dense parent instead of from scratch
+        parent_epochs: epochs of the dense parent (used only with from_pretrained)
     """
 
     variant: str = "decay"

@@ -85,8 +85,39 @@ def cmd_table(args: argparse.Namespace) -> int:
     experiment = get_experiment(args.id)
     scale = _scale(experiment, args.scale, args.store)
     table = rebuild(experiment, scale, args.store, paper=args.paper)
+    _warn_smoke_vs_paper(table, scale, args.paper)
     _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
     return 0
+
+
+SMOKE_VS_PAPER = (
+    "smoke-scale numbers (digits data, a small model, a few epochs) set against the paper's "
+    "published ones: the differences measure the scale, not the methods; use --scale paper runs "
+    "for a comparison"
+)
+
+
+def _warn_smoke_vs_paper(table: Any, scale: str, paper: bool) -> None:
+    """``--paper`` on smoke-scale runs: say so on stderr and under the table."""
+    if paper and scale == "smoke":
+        print(f"prunebench: warning: {SMOKE_VS_PAPER}", file=sys.stderr)
+        table.notes.append(SMOKE_VS_PAPER)
+
+
+def _no_runs(experiment: Any, scale: str, store_dir: str) -> bool:
+    """Whether the store holds none of the finished runs the experiment plans (say so)."""
+    from benchmark.store import load_store
+
+    planned = set(experiment.plan(scale, store_dir)["run_id"])
+    if not planned or planned & _finished_ids(load_store(store_dir)):
+        return False
+    print(
+        f"prunebench: no finished runs of {experiment.id} ({scale} scale) in {store_dir} "
+        f"({len(planned)} planned); nothing to draw. Run them first: "
+        f"prunebench reproduce {experiment.id} --scale {scale}",
+        file=sys.stderr,
+    )
+    return True
 
 
 def _render(table: Any, fmt: str, store: str, preamble: bool = False) -> str:
@@ -115,6 +146,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     experiment = get_experiment(args.id)
     scale = _scale(experiment, args.scale, args.store)
+    if experiment.plot is not None and _no_runs(experiment, scale, args.store):
+        return 1
     for path in draw(experiment, scale, args.store, Path(args.out or DEFAULT_FIGURES)):
         print(f"wrote {path}")
     return 0
@@ -200,6 +233,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         from benchmark.tables import rebuild
 
         table = rebuild(experiment, args.scale, args.store, paper=args.paper)
+        _warn_smoke_vs_paper(table, args.scale, args.paper)
         out = (
             None
             if args.out is None

@@ -137,13 +137,33 @@ def _reference(ax: Axes, value: float, row: str) -> None:
 
 
 def _footer(
-    fig: Figure, experiment: Experiment, scale: Scale, plan: pd.DataFrame, missing: int
+    fig: Figure,
+    experiment: Experiment,
+    scale: Scale,
+    plan: pd.DataFrame,
+    missing: int,
+    best: pd.DataFrame,
 ) -> None:
-    """The description and how many planned runs the store holds (missing ones are not hidden)."""
+    """The description, how many planned runs the store holds, and what the marks mean.
+
+    Nothing is left out silently: rows of the plan without a single point are named.
+    """
     total = plan["run_id"].nunique()
+    notes = ["Shaded bands: min to max over seeds."]
+    rows = list(dict.fromkeys(plan["row"].astype(str)))
+    if RENDA_ROW in rows:
+        notes.append(
+            f"Dashed line: {RENDA_ROW}, its own budget (T_orig retraining epochs per cycle), "
+            "not on the x axis."
+        )
+    drawn = set(best["row"].astype(str)) if "row" in best else set()
+    absent = [r for r in rows if r not in drawn]
+    if absent:
+        notes.append(f"Not shown (no finished run at a plotted sparsity): {', '.join(absent)}.")
     fig.suptitle(
-        f"{experiment.description}\n({scale} scale; {total - missing}/{total} runs found)",
-        fontsize=9,
+        f"{experiment.description}\n({scale} scale; {total - missing}/{total} runs found)\n"
+        + "\n".join(notes),
+        fontsize=8,
     )
 
 
@@ -172,7 +192,7 @@ def envelope_figure(
         ax.set_ylabel(ACCURACY_LABEL)
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)
-    _footer(fig, experiment, scale, plan, missing)
+    _footer(fig, experiment, scale, plan, missing, best)
     return fig
 
 
@@ -198,7 +218,7 @@ def budgeted_initial_figure(
         ax.set_ylabel("deviation from full budget (pp)")
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, title="goal sparsity", fontsize=8)
-    _footer(fig, experiment, scale, plan, missing)
+    _footer(fig, experiment, scale, plan, missing, best)
     return fig
 
 
@@ -227,7 +247,7 @@ def tradeoff_figure(
             ax.set_title("" if section == "comparison" else section)  # the default section
             ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)
-    _footer(fig, experiment, scale, plan, missing)
+    _footer(fig, experiment, scale, plan, missing, best)
     return fig
 
 

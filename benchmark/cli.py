@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--figure", default="results/figures/demo.png", help="figure path")
     demo.add_argument("--epochs", type=int, default=30, help="budget T of each run")
     demo.add_argument("--sparsity", type=float, default=0.9, help="goal sparsity")
+    demo.add_argument(
+        "--threads", type=int, default=0, help="torch threads of every run (0: torch's default)"
+    )
+    _add_set_arg(demo, "override a value of every demo run (repeatable), e.g. data.batch_size=32")
 
     methods = sub.add_parser(
         "methods",
@@ -93,19 +97,51 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cli.add_parser(sub)
     experiments_cli.add_parsers(sub)
     launch_cli.add_parsers(sub)
+    _show_defaults(parser)
     return parser
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default in --help, except the uninformative None and False."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = _HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _show_defaults(sub)
+
+
+# Errors about what to show (a table or figure id) rather than about a run's config.
+_ID_FIELDS = ("experiment id", "table id", "figure id")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return code
     except ConfigError as err:
-        print(f"prunebench: config error: {err}", file=sys.stderr)
+        kind = "error" if err.field in _ID_FIELDS else "config error"
+        print(f"prunebench: {kind}: {err}", file=sys.stderr)
         return EXIT_USAGE
     except DatasetError as err:
         print(f"prunebench: data error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        # The reader went away (``prunebench list | head``): stop quietly, as Unix tools do.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILURE
 
 
@@ -148,7 +184,11 @@ def format_summary(record: dict[str, Any]) -> str:
         f"  images/s        {m['images_per_s']:.0f}",
     ]
     if "stability" in m:
-        lines.append(f"  stability       {m['stability']['pruning_stability']:.4f}")
+        s = m["stability"]
+        lines.append(
+            f"  pruning stab.   {s['pruning_stability']:.4f} (test top-1 {s['acc_before']:.4f} "
+            f"before the final prune, {s['acc_after']:.4f} after; 1 - drop/before, 1: no drop)"
+        )
     return "\n".join(lines)
 
 
@@ -156,7 +196,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``prunebench demo``: dense vs IMP (FT, ALLR) vs BIMP on digits; table and figure."""
     from benchmark.demo import run_demo
 
-    run_demo(Path(args.store), Path(args.figure), epochs=args.epochs, sparsity=args.sparsity)
+    overrides = [*args.overrides, f"runtime.threads={args.threads}"]
+    run_demo(
+        Path(args.store),
+        Path(args.figure),
+        epochs=args.epochs,
+        sparsity=args.sparsity,
+        overrides=overrides,
+    )
     return 0
 
 

@@ -21,39 +21,48 @@ def add_parsers(sub: Any) -> None:
     """Register the four sub-commands on the ``prunebench`` sub-parser set."""
     table = sub.add_parser("table", help="rebuild a table of the paper from the results store")
     table.add_argument("id", help="table id (prunebench list)")
-    table.add_argument("--format", choices=FORMATS, default="markdown")
+    table.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
-    _common(table)
+    _common(table, out_help="write the table to this file instead of stdout")
 
     plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
     plot.add_argument("id", help="figure or table id (prunebench list)")
-    _common(plot)
+    _common(plot, out_help="folder for <id>.png and <id>.pdf (default: results/figures)")
 
     rep = sub.add_parser("reproduce", help="run what a table/figure misses, then build it")
     rep.add_argument("id", help="table or figure id (prunebench list)")
-    rep.add_argument("--executor", choices=EXECUTORS, default="local")
+    rep.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: worker processes here; debug: in this process; slurm: job arrays "
+        "(needs --profile)",
+    )
     rep.add_argument("--workers", type=int, default=1, help="local worker processes")
     rep.add_argument("--profile", default=None, help="cluster profile (slurm executor)")
-    rep.add_argument("--format", choices=FORMATS, default="markdown")
+    rep.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     rep.add_argument("--paper", action="store_true", help="show the published value and diff")
     rep.add_argument("--dry-run", action="store_true", help="only count the missing runs")
-    _common(rep, default_scale="smoke")
+    _common(rep, default_scale="smoke", out_help="folder for the table and figures")
 
     lst = sub.add_parser("list", help="every table and figure id, and the runs the store holds")
     lst.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
     lst.add_argument("--scale", choices=("smoke", "paper"), default="smoke")
 
 
-def _common(p: argparse.ArgumentParser, default_scale: str = "auto") -> None:
+def _common(p: argparse.ArgumentParser, *, out_help: str, default_scale: str = "auto") -> None:
     p.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+    auto = default_scale == "auto"
     p.add_argument(
         "--scale",
-        choices=("auto", "smoke", "paper") if default_scale == "auto" else ("smoke", "paper"),
+        choices=("auto", "smoke", "paper") if auto else ("smoke", "paper"),
         default=default_scale,
-        help="which grid to read (auto: smoke when the store holds smoke runs of this id)",
+        help="which grid to read (auto: smoke when the store holds smoke runs of this id)"
+        if auto
+        else "which grid to run: smoke (digits, minutes on a CPU) or paper",
     )
-    p.add_argument("--out", default=None, help="write here instead of stdout / results/figures")
+    p.add_argument("--out", default=None, help=out_help)
 
 
 def _scale(experiment: Any, requested: str, store_dir: str) -> str:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from benchmark.cli import main
+from helpers import ROOT
+
+from benchmark.cli import build_parser, format_summary, main
+from benchmark.demo import demo_configs
 
 SCHEDULE_TABLE = "appendix-schedule-comparison-cifar10-oneshot"
 
@@ -31,3 +38,68 @@ def test_paper_numbers_next_to_smoke_runs_come_with_a_warning(tmp_path: Path, ca
 def test_no_warning_without_paper(tmp_path: Path, capsys) -> None:
     assert main(["table", SCHEDULE_TABLE, "--store", str(tmp_path), "--scale", "smoke"]) == 0
     assert "smoke-scale numbers" not in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    args = ["schedule", "--epochs", "200", "--iters-per-epoch", "2000"]
+    args += ["--milestones", "90", "180", "--values", "0.01", "0.001"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmark.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10) == b'{"kind": "'
+    proc.stdout.close()  # like `| head`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_help_shows_defaults_and_only_accepted_choices(capsys) -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    demo = sub.choices["demo"].format_help()
+    assert "(default: 30)" in demo and "--threads" in demo and "--set" in demo
+    reproduce = " ".join(sub.choices["reproduce"].format_help().split())
+    assert "auto" not in reproduce  # reproduce --scale takes smoke or paper only
+    assert "local: worker processes here" in reproduce  # --executor has help
+    assert "stdout" not in " ".join(sub.choices["plot"].format_help().split())
+    submit = parser.parse_args(["submit", "grid.toml"])
+    assert submit.executor == "local"  # as reproduce: local unless told otherwise
+
+
+def test_an_unknown_figure_id_is_not_called_a_config_error(capsys) -> None:
+    assert main(["plot", "no-such-figure"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("prunebench: error: experiment id = 'no-such-figure'"), err
+
+
+def test_show_says_what_the_stability_measures() -> None:
+    record = {
+        "run_id": "bimp-x",
+        "method": "bimp",
+        "status": "finished",
+        "metrics": {
+            "test": {"top1": 0.5},
+            "val": {"top1": 0.5},
+            "sparsity": 0.9,
+            "sparsity_total": 0.89,
+            "speedup": 9.0,
+            "speedup_corrected": 8.0,
+            "images_per_s": 100.0,
+            "stability": {"acc_before": 0.8, "acc_after": 0.4, "pruning_stability": 0.5},
+        },
+    }
+    text = format_summary(record)
+    assert "pruning stab.   0.5000 (test top-1 0.8000 before the final prune, 0.4000 after" in text
+
+
+def test_demo_takes_threads_and_overrides(tmp_path: Path) -> None:
+    configs = demo_configs(tmp_path, 6, 0.9, ["runtime.threads=1", "data.batch_size=32"])
+    assert {c.runtime.threads for c in configs.values()} == {1}
+    assert {c.data.batch_size for c in configs.values()} == {32}
+    args = build_parser().parse_args(["demo", "--threads", "2", "--set", "seed=3"])
+    assert (args.threads, args.overrides) == (2, ["seed=3"])

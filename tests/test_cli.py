@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import ROOT
+from helpers import ROOT, tiny_config
 
 from benchmark.cli import build_parser, format_summary, main
 from benchmark.demo import demo_configs
+from benchmark.runner import execute
+from benchmark.store import load_store
 
 SCHEDULE_TABLE = "appendix-schedule-comparison-cifar10-oneshot"
 
@@ -103,3 +105,19 @@ def test_demo_takes_threads_and_overrides(tmp_path: Path) -> None:
     assert {c.data.batch_size for c in configs.values()} == {32}
     args = build_parser().parse_args(["demo", "--threads", "2", "--set", "seed=3"])
     assert (args.threads, args.overrides) == (2, ["seed=3"])
+
+
+def test_load_store_keeps_list_fields_and_has_a_grid_column(tmp_path: Path) -> None:
+    cfg = tiny_config(
+        tmp_path,
+        "method.name=dense",
+        "budget.epochs=1",
+        "schedule.name=stepped",
+        "schedule.milestones=[0.5]",
+        "schedule.values=[0.01]",
+    )
+    execute(cfg)
+    (row,) = load_store(tmp_path).to_dict("records")
+    assert row["config.schedule.milestones"] == (0.5,)
+    assert row["config.method.exclude"] == ()
+    assert row["grid"] is None  # trained by `prunebench run`, not by a grid

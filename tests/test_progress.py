@@ -10,6 +10,7 @@ import pytest
 from benchmark.grid import grid_from_dict
 from benchmark.launch import LaunchSettings, prepare, submit_grid
 from benchmark.status import RunStatus, _one_running_run_per_job
+from benchmark.store import load_store
 
 
 @pytest.mark.slow  # a worker process starts Python and imports torch
@@ -38,6 +39,8 @@ def test_local_submit_shows_progress_and_where_the_logs_are(tmp_path: Path) -> N
     assert lines[0] == "[local] level 0: 0/2 runs done (0 failed), 1 running"
     assert lines[-1] == "[local] level 0: 2/2 runs done (0 failed), 0 running"
     assert "logs in" in result.summary()
+    frame = load_store(store)
+    assert list(frame["grid"]) == ["progress", "progress"]  # which grid each run came from
 
 
 def test_a_job_running_its_runs_one_after_the_other_counts_one_running() -> None:

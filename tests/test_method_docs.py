@@ -37,7 +37,7 @@ def test_methods_gmp_lists_every_key_with_type_default_meaning_and_the_presets(c
         assert meanings[f.name] in line, line
         assert repr(f.default).strip("'") in line, line
     assert any(line.split()[:2] == ["sparsity", "float"] for line in lines)
-    assert "steps" in out and "0: derived from interval" in out  # what steps = 0 means
+    assert "steps" in out and "0: use interval" in out  # what steps = 0 means
     for preset, axes in cls.presets.items():
         assert f"  {preset}:" in out
         for key in axes:

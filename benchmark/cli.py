@@ -33,7 +33,7 @@ def _add_set_arg(p: argparse.ArgumentParser, help_text: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    from benchmark import experiments_cli, launch_cli, schedule_cli
+    from benchmark import experiments_cli, launch_cli, report_cli, schedule_cli
 
     parser = argparse.ArgumentParser(
         prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cli.add_parser(sub)
     experiments_cli.add_parsers(sub)
     launch_cli.add_parsers(sub)
+    report_cli.add_parsers(sub)
     _show_defaults(parser)
     return parser
 
@@ -124,6 +125,9 @@ _ID_FIELDS = ("experiment id", "table id", "figure id")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
+    from benchmark.checkpoint import CorruptFileError
+    from benchmark.store import RunLockedError
+
     args = build_parser().parse_args(argv)
     try:
         code = COMMANDS[args.command](args)
@@ -143,12 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILURE
+    except (RunLockedError, CorruptFileError) as err:
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``prunebench run``: validate, then train (or report the finished result)."""
-    from benchmark.config import config_to_toml, load_config
+    from benchmark.config import config_to_toml
     from benchmark.runner import ResumeError, execute
+    from benchmark.validation import load_config
 
     overrides = list(args.overrides)
     if args.wandb:
@@ -343,6 +351,12 @@ def _launch_commands() -> dict[str, Any]:
     return launch_cli.COMMANDS
 
 
+def _report_commands() -> dict[str, Any]:
+    from benchmark import report_cli
+
+    return report_cli.COMMANDS
+
+
 COMMANDS = {
     "run": cmd_run,
     "demo": cmd_demo,
@@ -353,6 +367,7 @@ COMMANDS = {
     "fake-data": cmd_fake_data,
     **_experiment_commands(),
     **_launch_commands(),
+    **_report_commands(),
 }
 
 

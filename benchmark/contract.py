@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from benchmark.config import RunConfig, load_config
+from benchmark.config import RunConfig
+from benchmark.validation import load_config
 
 GOAL = 0.8
 BUDGET = 4

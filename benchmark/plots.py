@@ -144,10 +144,12 @@ def _footer(
     missing: int,
     best: pd.DataFrame,
 ) -> None:
-    """The description, how many planned runs the store holds, and what the marks mean.
+    """The description, what ran, how many planned runs the store holds, what the marks mean.
 
     Nothing is left out silently: rows of the plan without a single point are named.
     """
+    from benchmark.titles import scale_text
+
     total = plan["run_id"].nunique()
     notes = ["Shaded bands: min to max over seeds."]
     rows = list(dict.fromkeys(plan["row"].astype(str)))
@@ -160,8 +162,10 @@ def _footer(
     absent = [r for r in rows if r not in drawn]
     if absent:
         notes.append(f"Not shown (no finished run at a plotted sparsity): {', '.join(absent)}.")
+    # At smoke scale the title names what really trained (e.g. digits, cnn_wide).
+    ran = scale_text(experiment, scale, ".")
     fig.suptitle(
-        f"{experiment.description}\n({scale} scale; {total - missing}/{total} runs found)\n"
+        f"{experiment.description}\n({ran}; {total - missing}/{total} runs found)\n"
         + "\n".join(notes),
         fontsize=8,
     )

@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmark.config import RunConfig
 from benchmark.contract import comparable, run_interrupted, tiny_config
 from benchmark.runner import parent_weights
@@ -69,3 +71,31 @@ def readme_plugin_source() -> tuple[str, str]:
     ]
     (name,) = re.findall(r'^\s+name = "([^"]+)"', source, re.M)
     return source, name
+
+
+@pytest.fixture
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if any training epoch starts (import it into a test module to use it)."""
+
+    def boom(self: Trainer, epoch: int) -> dict[str, Any]:
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(Trainer, "train_epoch", boom)
+
+
+def cli_run(store: Path, *overrides: str) -> int:
+    """``prunebench run`` on the default config with a fast setup, ``overrides`` and ``store``."""
+    from benchmark.cli import main
+
+    base = ["logging.progress=false", "data.batch_size=128", "runtime.threads=1"]
+    args = ["run", "--set", f"output.dir={str(store)!r}"]
+    for item in [*base, "runtime.deterministic=true", *overrides]:
+        args += ["--set", item]
+    return main(args)
+
+
+def stored_files(store: Path) -> list[Path]:
+    """Results, checkpoints, weights and archives of ``store`` (lock files are not results)."""
+    if not store.exists():
+        return []
+    return [p for p in store.rglob("*") if p.is_file() and ".locks" not in p.parts]

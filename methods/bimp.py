@@ -53,6 +53,8 @@ class BIMPParams:
             AccALLR ALLR-d1 ALLR-d2 tuned-{constant,stepped,cosine,linear}
         criterion: which weights each cycle prunes: global, uniform, uniform+, erk, lamp, random
         structured: true prunes whole conv filters by L2 norm (Li et al.) instead of weights
+        filter_multiple: structured only: kept filters per layer are rounded to a multiple of
+            this (8: hardware-friendly); 1 keeps exact counts
         retrain_epochs: retraining epochs of each cycle; empty splits the retraining budget
             evenly over the cycles
         initial_lr: initial retraining learning rate of the tuned-* schedules (> 0 for them)
@@ -62,7 +64,6 @@ class BIMPParams:
     schedule: str = "ALLR"
     criterion: str = "global"
     structured: bool = False
-    # Structured only: round kept filters per layer to a multiple of this (8: hardware-friendly).
     filter_multiple: int = 1
     retrain_epochs: list[int] = field(default_factory=list)
     initial_lr: float = 0.0

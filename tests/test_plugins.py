@@ -103,4 +103,4 @@ def test_contract_runs_from_the_installed_package_against_an_outside_plugin(
     (sparsity,) = [line for line in lines if "half-prune: exact goal sparsity" in line]
     assert sparsity.startswith("FAIL"), out.stdout
     assert "expected round(0.8 * " in sparsity and "(sparsity 0.4000)" in sparsity, sparsity
-    assert "1 check(s) failed" in out.stdout
+    assert out.stdout.splitlines()[-1].endswith("check(s) failed")

@@ -23,7 +23,7 @@ from benchmark.data import DataSource, build_dataset
 from benchmark.metrics import evaluate, sparsity_stats, theoretical_speedup
 from benchmark.models import build_model
 from benchmark.pruning import MaskStore, prunable_parameters
-from benchmark.schedules import original_lrs, original_warmup_iters
+from benchmark.schedules import original_warmup_iters
 from benchmark.store import StoreWarning
 from methods import get_method
 from methods.base import Method, TrainContext
@@ -170,7 +170,7 @@ class Trainer:
         seed_everything(cfg.seed)
         self.data: DataSource = build_dataset(cfg.data, self.device)
         self.model: nn.Module = build_model(
-            cfg.model.name, self.data.num_classes, self.data.input_shape
+            cfg.model.name, self.data.num_classes, self.data.input_shape, cfg.model.init
         ).to(self.device)
         self.method: Method = get_method(cfg.method.name)(cfg)
         self.method_epochs = self.method.total_epochs()
@@ -186,7 +186,7 @@ class Trainer:
             masks=masks,
             iters_per_epoch=self.ipe,
             evaluate=self.evaluate,
-            original_lrs=original_lrs(cfg.schedule, self.method.original_epochs(), self.ipe),
+            original_lrs=self.method.schedule_lrs(self.ipe),
             recompute_batchnorm=self.recompute_batchnorm,
         )
         self.method.setup(self.ctx, parent_state)
@@ -194,7 +194,7 @@ class Trainer:
             self.method.param_groups(),
             lr=0.0,
             momentum=cfg.optim.momentum,
-            nesterov=cfg.optim.nesterov,
+            nesterov=cfg.optim.use_nesterov(),
             weight_decay=cfg.optim.weight_decay,
         )
         self.ctx.optimizer = self.optimizer

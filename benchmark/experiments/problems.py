@@ -1,4 +1,9 @@
-"""The paper's training setups (its Table "training configurations") and their smoke stand-ins."""
+"""The paper's training setups (its Table "training configurations") and their smoke stand-ins.
+
+Every run planned on a problem trains with SGD, momentum 0.9 and, whenever its weight decay is
+> 0 (all of the paper's), Nesterov momentum, as the paper's code did: the problems leave
+``optim.nesterov`` unset, which means exactly that (``OptimConfig.use_nesterov``).
+"""
 
 from __future__ import annotations
 

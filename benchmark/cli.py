@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--wandb", action="store_true", help="log to Weights & Biases (offline)")
     run.add_argument("--print-config", action="store_true", help="print the TOML and exit")
     run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    run.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train with N data-parallel processes on this machine (each takes batch/N)",
+    )
 
     demo = sub.add_parser("demo", help="the main job: a small comparison on digits")
     demo.add_argument("--store", default="results/runs", help="results store folder")
@@ -87,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """``prunebench run``: validate, then train (or report the finished result)."""
     from benchmark.config import config_to_toml, load_config
+    from benchmark.distributed import RankFailed
     from benchmark.runner import ResumeError, execute
 
     overrides = list(args.overrides)
@@ -98,15 +106,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(config_to_toml(cfg), end="")
         return 0
     try:
-        record = execute(cfg, force=args.force, require_resume=args.resume)
+        if args.nproc == 1:
+            record = execute(cfg, force=args.force, require_resume=args.resume)
+        else:
+            record = _run_parallel(cfg, args.nproc, force=args.force, resume=args.resume)
     except ResumeError as err:
         print(f"prunebench: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except RankFailed as err:  # a rank of a data-parallel run failed (recorded in the store)
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_FAILURE
     if args.json:
         print(json.dumps(record, indent=2))
     else:
         print(format_summary(record))
     return 0
+
+
+def _run_parallel(cfg: Any, nproc: int, *, force: bool, resume: bool) -> dict[str, Any]:
+    """Train ``cfg`` with ``nproc`` local processes and return rank 0's stored record."""
+    from benchmark.distributed import check_batch, run_local
+    from benchmark.runner import ResumeError
+    from benchmark.store import Store
+
+    check_batch(cfg.data.batch_size, nproc)
+    store = Store(cfg.output.dir)
+    if resume and not store.checkpoint_path(cfg.run_id).exists():
+        path = store.checkpoint_path(cfg.run_id)
+        raise ResumeError(f"run {cfg.run_id} has no checkpoint at {path} to resume from")
+    run_local([cfg], nproc, force=force, require_resume=resume)
+    record = store.read(cfg.run_id)
+    assert record is not None
+    return record
 
 
 def format_summary(record: dict[str, Any]) -> str:

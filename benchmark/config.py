@@ -105,6 +105,9 @@ class RuntimeConfig:
     # Bitwise-reproducible GPU kernels (slower): same seed, same result, and a resumed run equal
     # to an uninterrupted one. CPU runs are reproducible either way.
     deterministic: bool = False
+    # Data-parallel runs: BatchNorm statistics over the global batch (SyncBatchNorm) instead of
+    # each process's share of it. No effect with one process.
+    sync_bn: bool = False
 
 
 @dataclass

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,6 +61,13 @@ class DataSource(ABC):
     # Positions in the official training set; disjoint, fixed by data.split_seed.
     train_indices: Tensor
     val_indices: Tensor
+
+    # (rank, processes) of a data-parallel run: this process trains on its slice of every batch.
+    shard: tuple[int, int] = (0, 1)
+
+    def shard_range(self, start: int, stop: int) -> tuple[int, int]:
+        """This process's part ``[lo, hi)`` of the global batch ``[start, stop)``."""
+        return shard_range(start, stop, *self.shard)
 
     def iters_per_epoch(self) -> int:
         """Return the number of training batches per epoch (the last one may be smaller)."""
@@ -137,6 +145,17 @@ def _seed_value(seed: int, epoch: int) -> int:
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     """Return a CPU generator seeded from ``(seed, epoch)`` only."""
     return torch.Generator(device="cpu").manual_seed(_seed_value(seed, epoch))
+
+
+def shard_range(start: int, stop: int, rank: int, world: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous slice of positions ``[start, stop)`` split over ``world`` ranks.
+
+    Sizes differ by at most one (the first ``(stop - start) % world`` ranks take one more), so
+    the concatenation over ranks is the whole batch, in order.
+    """
+    base, extra = divmod(stop - start, world)
+    lo = start + rank * base + min(rank, extra)
+    return lo, lo + base + (rank < extra)
 
 
 def stratified_split(labels: Tensor, val_fraction: float, split_seed: int) -> tuple[Tensor, Tensor]:
@@ -252,8 +271,9 @@ class Normalizer:
     std: Tensor  # (C,)
 
     def to_unit(self, x: Tensor) -> Tensor:
-        """Convert stored values to floats in the [0, 1] image range."""
-        return x.to(torch.float32) * self.scale
+        """Convert stored values to floats (torch's default dtype) in the [0, 1] image range."""
+        # The default dtype, not float32: tests of data-parallel equality run in float64.
+        return x.to(torch.get_default_dtype()) * self.scale
 
     def normalize(self, x: Tensor) -> Tensor:
         """Standardise a [0, 1] batch per channel."""
@@ -305,10 +325,11 @@ class TensorSource(DataSource):
         params = self.augment.sample(self.num_train, g) if self.augment is not None else None
         for start in range(0, self.num_train, self.batch_size):
             stop = min(start + self.batch_size, self.num_train)
-            idx = order[start:stop]
+            lo, hi = self.shard_range(start, stop)
+            idx = order[lo:hi]
             inputs = self.normalizer.to_unit(x[idx])
             if self.augment is not None and params is not None:
-                inputs = self.augment.apply(inputs, params.take(start, stop, self.device))
+                inputs = self.augment.apply(inputs, params.take(lo, hi, self.device))
             yield self.normalizer.normalize(inputs), y[idx]
 
     def eval_batches(self, split: str) -> Iterator[Batch]:
@@ -529,9 +550,14 @@ class FolderSource(DataSource):
         order = self.train_indices[torch.randperm(self.num_train, generator=g)]
         seeds = torch.randint(0, 2**62, (self.num_train,), generator=g)
         data = _ImageList(self._train_samples, order, self.train_transform, seeds)
+        # This process's slice of every global batch (all of it with one process).
+        batches = [
+            list(range(*self.shard_range(start, min(start + self.batch_size, self.num_train))))
+            for start in range(0, self.num_train, self.batch_size)
+        ]
         # The loader's generator (drawn from after the order and seeds) fixes the workers'
         # base seeds too, so nothing falls back to the global RNG.
-        yield from self._load(data, self.batch_size, g)
+        yield from self._load(data, self.batch_size, g, batches)
 
     def eval_batches(self, split: str) -> Iterator[Batch]:
         """Yield ``split`` in a fixed order with Resize(256) + CenterCrop(224)."""
@@ -549,14 +575,22 @@ class FolderSource(DataSource):
         return next(self._load(data, n, None))[0]
 
     def _load(
-        self, data: _ImageList, batch_size: int, g: torch.Generator | None
+        self,
+        data: _ImageList,
+        batch_size: int,
+        g: torch.Generator | None,
+        batches: list[list[int]] | None = None,
     ) -> Iterator[Batch]:
         # DataLoader draws a base seed even without workers; a fixed generator keeps that
         # draw off the global RNG for evaluation.
+        sizes: dict[str, Any] = (
+            {"batch_sampler": batches}
+            if batches is not None
+            else {"batch_size": batch_size, "shuffle": False}
+        )
         loader = DataLoader(
             data,
-            batch_size=batch_size,
-            shuffle=False,
+            **sizes,
             num_workers=self.workers,
             pin_memory=self.device.type == "cuda",
             generator=g if g is not None else torch.Generator().manual_seed(0),

@@ -14,6 +14,7 @@ import torch
 
 from benchmark.checkpoint import load_checkpoint, save_checkpoint
 from benchmark.config import RunConfig, canonical_dict, config_to_dict, validate
+from benchmark.distributed import barrier, broadcast_value, is_main, rank, world_size
 from benchmark.store import FAILED, FINISHED, Store
 from methods import get_method
 
@@ -80,26 +81,27 @@ def execute(cfg: RunConfig, *, force: bool = False, require_resume: bool = False
     if existing is not None and existing.get("status") == FINISHED and not force:
         return existing
     ckpt_path = store.checkpoint_path(rid)
-    if force and not require_resume:
+    if force and not require_resume and is_main():
         ckpt_path.unlink(missing_ok=True)
     if require_resume and not ckpt_path.exists():
         raise ResumeError(f"run {rid} has no checkpoint at {ckpt_path} to resume from")
-    started = time.time()
+    # Data-parallel runs: every rank sees the same store from here on, and rank 0 writes.
+    started = broadcast_value(time.time())
     try:
         pid, parent_state = parent_weights(cfg, store)
         trainer = Trainer(cfg, ckpt_path, parent_state)
         resumed = trainer.try_resume()
-        logger = _wandb_logger(cfg, rid)
+        logger = _wandb_logger(cfg, rid) if is_main() else None
         metrics = trainer.fit()
         if logger is not None:
             for entry in trainer.state.history:
                 logger.log(_flat_numbers(entry), step=entry["epoch"])
             logger.summary.update(_flat_numbers(metrics))
             logger.finish()
+        distributed = trainer.dp.info(trainer.device)
     except Exception as err:
-        _write_failure(store, cfg, err)
+        _write_failure(store, cfg, err, started)
         raise
-    save_checkpoint(trainer.final_weights(), store.weights_path(rid))
     record = {
         "run_id": rid,
         "status": FINISHED,
@@ -111,28 +113,40 @@ def execute(cfg: RunConfig, *, force: bool = False, require_resume: bool = False
         "history": trainer.state.history,
         "resumed": resumed,
         "environment": environment(trainer.device),
+        "distributed": distributed,
         "started": started,
         "finished": time.time(),
     }
-    store.write(record, force=force)
-    ckpt_path.unlink(missing_ok=True)
+    if is_main():
+        save_checkpoint(trainer.final_weights(), store.weights_path(rid))
+        store.write(record, force=force)
+        ckpt_path.unlink(missing_ok=True)
+    barrier()  # the result and weights exist for every rank (children load the weights)
     return record
 
 
-def _write_failure(store: Store, cfg: RunConfig, err: BaseException) -> None:
-    if store.is_finished(cfg.run_id):
+def _write_failure(store: Store, cfg: RunConfig, err: BaseException, started: float) -> None:
+    """Record the failure; in a data-parallel run the failing rank writes it, with its rank
+    (the first failure of an attempt is kept: the others are usually its consequences)."""
+    existing = store.read(cfg.run_id)
+    if existing is not None and existing.get("status") == FINISHED:
         return
-    store.write(
-        {
-            "run_id": cfg.run_id,
-            "status": FAILED,
-            "method": cfg.method.name,
-            "config": config_to_dict(cfg),
-            "error": f"{type(err).__name__}: {err}",
-            "traceback": traceback.format_exc().splitlines()[-20:],
-            "finished": time.time(),
-        }
-    )
+    if existing is not None and "rank" in existing and existing.get("started") == started:
+        return
+    record = {
+        "run_id": cfg.run_id,
+        "status": FAILED,
+        "method": cfg.method.name,
+        "config": config_to_dict(cfg),
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": traceback.format_exc().splitlines()[-20:],
+        "started": started,
+        "finished": time.time(),
+    }
+    if world_size() > 1:
+        record["rank"] = rank()
+        record["processes"] = world_size()
+    store.write(record)
 
 
 def _flat_numbers(data: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -339,8 +339,6 @@ class RankFailed(RuntimeError):
 def _local_worker(
     index: int, nproc: int, port: int, device: str, fn: Callable[..., Any], args: tuple[Any, ...]
 ) -> None:
-    from benchmark.trainer import resolve_device
-
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -349,7 +347,8 @@ def _local_worker(
         LOCAL_RANK=str(index),
         LOCAL_WORLD_SIZE=str(nproc),
     )
-    init_from_env(resolve_device(device))
+    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    init_from_env(torch.device("cuda" if cuda else "cpu"))
     try:
         fn(*args)
     finally:

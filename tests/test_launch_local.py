@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from helpers import comparable, run_uninterrupted
 
-from benchmark import launch
 from benchmark.cli import main
 from benchmark.errors import ConfigError
 from benchmark.grid import expand, grid_from_dict, load_grid
@@ -30,6 +29,7 @@ from benchmark.launch import (
     load_profile,
     make_plan,
     prepare,
+    scheduler,
     slurm_specs,
     submit_grid,
 )
@@ -251,7 +251,7 @@ def test_slurm_states_from_squeue_then_sacct(monkeypatch: pytest.MonkeyPatch) ->
         out = "7_1|COMPLETED\n8|CANCELLED by 0\n9_[0-1]|CANCELLED by 0\n"
         return subprocess.CompletedProcess(cmd, 0, out, "")
 
-    monkeypatch.setattr(launch, "_run", fake)
+    monkeypatch.setattr(scheduler, "_run", fake)
     ids = ["7_0", "7_1", "7_2", "8", "9_1"]
     states = job_states(_ref(j) for j in ids)
     assert states["7_0"].running and states["7_2"].active and not states["7_2"].running
@@ -269,7 +269,7 @@ def test_slurm_states_from_squeue_then_sacct(monkeypatch: pytest.MonkeyPatch) ->
             return subprocess.CompletedProcess(cmd, 1, "", "slurm_load_jobs error: Invalid job id")
         return subprocess.CompletedProcess(cmd, 1, "", "accounting disabled")
 
-    monkeypatch.setattr(launch, "_run", gone)
+    monkeypatch.setattr(scheduler, "_run", gone)
     assert job_states([_ref("3")]) == {"3": JobState("UNKNOWN", False)}
 
 

@@ -1,0 +1,58 @@
+"""How a grid is executed: the executor, workers, threads and the cluster profile."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from benchmark.config import check
+from benchmark.launch.profiles import SlurmProfile
+
+EXECUTORS = ("slurm", "local", "debug")
+
+
+@dataclass
+class LaunchSettings:
+    """How a grid is executed."""
+
+    executor: str = "local"
+    workers: int = 1  # local: parallel worker processes
+    runs_per_task: int = 1  # slurm: runs packed into one array task
+    threads: int = 0  # torch threads per run; 0 derives them (cores per worker, cpus_per_task)
+    profile: SlurmProfile | None = None
+    local_time_min: float = 0.0  # local: a time limit per worker (0: none)
+    local_signal_delay_s: int = 30
+    max_requeues: int = 3  # submitit's max_num_timeout
+    hold: bool = False  # submit SLURM jobs held (benchmarks of the submission itself)
+    python: str | None = None  # the interpreter jobs run (default: this one)
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the flag of a bad setting."""
+        check(self.executor in EXECUTORS, "--executor", self.executor, EXECUTORS)
+        check(self.workers >= 1, "--workers", self.workers, "an integer >= 1")
+        check(self.runs_per_task >= 1, "--runs-per-task", self.runs_per_task, "an integer >= 1")
+        check(self.threads >= 0, "--threads", self.threads, "an integer >= 0 (0: derived)")
+        check(self.max_requeues >= 0, "--max-requeues", self.max_requeues, "an integer >= 0")
+        check(self.local_time_min >= 0, "--time-min", self.local_time_min, "minutes >= 0")
+        if self.executor == "slurm":
+            check(self.profile is not None, "--profile", None, "a cluster profile for slurm")
+
+    def run_threads(self) -> int:
+        """Torch threads of each run: its share of the cores it was given."""
+        if self.threads:
+            return self.threads
+        if self.executor == "slurm":
+            assert self.profile is not None
+            return self.profile.cpus_per_task
+        if self.executor == "local":
+            # Oversubscribing the cores slows every worker down more than it gains.
+            return max(1, available_cores() // self.workers)
+        return 0
+
+
+def available_cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

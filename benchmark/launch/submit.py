@@ -1,0 +1,343 @@
+"""Submitting a planned grid: SLURM job arrays, local worker processes or in-process debug runs."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import submitit
+
+from benchmark.grid import Expansion, Grid, expand
+from benchmark.launch.planning import (
+    JobSpec,
+    Node,
+    Plan,
+    _plural,
+    balance,
+    grid_nodes,
+    make_plan,
+    read_records,
+    slurm_specs,
+    unfinished_refs,
+)
+from benchmark.launch.records import SubmissionRecord, load_index, records_dir, store_lock
+from benchmark.launch.scheduler import LaunchError, job_states
+from benchmark.launch.settings import LaunchSettings
+from benchmark.launch.task import GridTask
+from benchmark.store import FAILED, FINISHED, Store
+
+
+@dataclass
+class SubmitResult:
+    """What a submit call did (or, with ``dry_run``, would do)."""
+
+    grid: str
+    executor: str
+    plan: Plan
+    specs: list[JobSpec] = field(default_factory=list)
+    jobs: list[str] = field(default_factory=list)  # the new job ids (array tasks, processes)
+    arrays: list[str] = field(default_factory=list)  # one line per submitted array / level
+    dry_run: bool = False
+    submitted_runs: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """A few lines for the terminal."""
+        p = self.plan
+        lines = []
+        n_runs = len(p.submit)
+        if self.dry_run:
+            n_jobs = sum(len(s.tasks) for s in self.specs)
+            lines.append(
+                f"dry run: would submit {_plural(n_runs, 'run')} in {_plural(n_jobs, 'job')} "
+                f"({self.executor}, grid {self.grid})"
+            )
+            lines += [f"  {s.describe()}" for s in self.specs]
+        else:
+            if not self.jobs:
+                lines.append(f"submitted 0 jobs: nothing to run in grid {self.grid}")
+            else:
+                lines.append(
+                    f"submitted {_plural(len(self.submitted_runs), 'run')} in "
+                    f"{_plural(len(self.jobs), 'job')} ({self.executor}, grid {self.grid})"
+                )
+            lines += [f"  {a}" for a in self.arrays]
+        lines.append(
+            f"skipped: {len(p.finished)} finished, {len(p.active)} already queued or running, "
+            f"{len(p.failed)} failed (resubmit with --retry-failed), "
+            f"{len(p.blocked)} waiting on a failed parent"
+        )
+        return "\n".join(lines)
+
+
+def _folder(store: Path, grid: str) -> Path:
+    return records_dir(store) / grid
+
+
+def submit_grid(
+    expansion: Expansion,
+    store: str | Path,
+    settings: LaunchSettings,
+    *,
+    retry_failed: bool = False,
+    dry_run: bool = False,
+    wait: bool = False,
+    out: TextIO | None = None,
+) -> SubmitResult:
+    """Submit every run of ``expansion`` that is not finished, queued or running.
+
+    ``expansion`` must have been expanded with ``output.dir`` = ``store`` (see
+    :func:`prepare`). SLURM returns once the arrays are queued (``wait`` follows them with a
+    progress bar); the local and debug executors return when every run is done.
+    """
+    settings.validate()
+    if settings.executor == "slurm" and not dry_run and shutil.which("sbatch") is None:
+        raise LaunchError(
+            "sbatch is not on PATH: no SLURM here (use --executor local, or start a cluster "
+            "on this machine with: sudo bash slurm/dev-cluster.sh start)"
+        )
+    store = Path(store).resolve()
+    out = out if out is not None else sys.stdout
+    grid = expansion.grid
+    nodes = grid_nodes(expansion)
+    record_path = records_dir(store) / f"{grid.name}.json"
+    with store_lock(store):
+        index = load_index(store)
+        records = read_records(Store(store), [n.run_id for n in nodes])
+        states = job_states(unfinished_refs(index, records))
+        plan = make_plan(nodes, Store(store), index, states, retry_failed, records)
+        result = SubmitResult(grid.name, settings.executor, plan, dry_run=dry_run)
+        if settings.executor == "slurm":
+            levels = slurm_specs(plan, settings.runs_per_task)
+        else:
+            levels = [[JobSpec(balance(level, settings.workers))] for level in plan.levels()]
+        result.specs = [s for specs in levels for s in specs]
+        if dry_run or not plan.submit:
+            return result
+        record = SubmissionRecord.load(record_path)
+        record.grid = grid.name
+        record.file = str(grid.path.resolve()) if grid.path else None
+        if settings.executor == "slurm":
+            _submit_slurm(levels, store, settings, record, result)
+        else:
+            # The first level is started under the planning lock, later ones re-check.
+            _submit_here(levels, store, settings, record, result, out)
+    if settings.executor == "slurm" and wait:
+        wait_for(result.submitted_runs, store, out=out)
+    return result
+
+
+def _submit_slurm(
+    levels: list[list[JobSpec]],
+    store: Path,
+    settings: LaunchSettings,
+    record: SubmissionRecord,
+    result: SubmitResult,
+) -> None:
+    assert settings.profile is not None
+    folder = _folder(store, record.grid)
+    threads = settings.run_threads()
+    job_of: dict[str, str] = {}
+    for specs in levels:
+        for spec in specs:
+            after = spec.after
+            if after is not None and after.startswith("run:"):
+                after = job_of[after[4:]]
+            executor = submitit.SlurmExecutor(
+                folder=folder / "%j", max_num_timeout=settings.max_requeues, python=settings.python
+            )
+            extra: dict[str, Any] = {"requeue": True}
+            params = settings.profile.executor_parameters()
+            params["job_name"] = f"pb-{record.grid}"
+            if after is not None:
+                params["dependency"] = f"afterok:{after}"
+                # A failed parent cancels its children instead of leaving them pending forever.
+                extra["kill-on-invalid-dep"] = "yes"
+            if settings.hold:
+                extra["hold"] = True
+            params["additional_parameters"] = extra
+            executor.update_parameters(**params)
+            fns = [GridTask([n.cfg for n in task], threads) for task in spec.tasks]
+            try:
+                jobs = executor.submit_array(fns)
+            except Exception as err:  # sbatch's message says what the cluster rejected
+                raise LaunchError(f"sbatch rejected the array: {err}") from err
+            job_ids = [j.job_id for j in jobs]
+            tasks = [[n.run_id for n in task] for task in spec.tasks]
+            record.add("slurm", folder / "%j", job_ids, tasks, after)
+            record.save()  # after every array: a crash never loses a job id
+            for job_id, task in zip(job_ids, tasks, strict=True):
+                job_of.update(dict.fromkeys(task, job_id))
+            result.jobs += job_ids
+            result.submitted_runs += [rid for task in tasks for rid in task]
+            base = job_ids[0].split("_")[0]
+            kind = f"array {base}" if "_" in job_ids[0] else f"job {base}"
+            dep = f", afterok:{after}" if after else ""
+            runs = sum(len(t) for t in tasks)
+            result.arrays.append(
+                f"{kind}: {_plural(len(tasks), 'task')} ({_plural(runs, 'run')}){dep}"
+            )
+
+
+def _submit_here(
+    levels: list[list[JobSpec]],
+    store: Path,
+    settings: LaunchSettings,
+    record: SubmissionRecord,
+    result: SubmitResult,
+    out: TextIO,
+) -> None:
+    """Local workers or the in-process debug executor, one dependency level at a time."""
+    folder = _folder(store, record.grid)
+    threads = settings.run_threads()
+    st = Store(store)
+    for i, specs in enumerate(levels):
+        (spec,) = specs
+        nodes = [n for task in spec.tasks for n in task]
+        if i > 0:
+            _wait_for_parent_jobs(store, nodes, result.plan)
+        with store_lock(store):
+            ready = [n for n in nodes if _parent_ready(n, st, result)]
+            if i > 0:
+                ready = _still_to_run(ready, store)
+            tasks = balance(ready, settings.workers) if ready else []
+            if not tasks:
+                continue
+            jobs = _start_here(tasks, folder, settings, threads)
+            ids = [[n.run_id for n in t] for t in tasks]
+            if settings.executor == "local":
+                record.add("local", folder / "local", [j.job_id for j in jobs], ids)
+                record.save()
+        result.jobs += [j.job_id for j in jobs]
+        result.submitted_runs += [rid for t in ids for rid in t]
+        where = "in this process"
+        if settings.executor == "local":
+            pids = ", ".join(j.job_id for j in jobs)
+            where = f"in {_plural(len(jobs), 'local worker')} (pids {pids})"
+        result.arrays.append(f"level {i}: {_plural(sum(map(len, ids)), 'run')} {where}")
+        if settings.executor == "debug":
+            for job in jobs:
+                job.result()  # runs the task here, in this process
+        else:
+            _wait_local(jobs, [rid for t in ids for rid in t], st, out)
+
+
+def _start_here(
+    tasks: list[list[Node]], folder: Path, settings: LaunchSettings, threads: int
+) -> list[Any]:
+    if settings.executor == "debug":
+        executor: submitit.Executor = submitit.DebugExecutor(folder=folder / "debug" / "%j")
+        return executor.submit_array(
+            [GridTask([n.cfg for n in t], threads, isolate=False) for t in tasks]
+        )
+    # A flat folder: submitit's local controller would create a literal "%j" folder.
+    local = submitit.LocalExecutor(
+        folder=folder / "local", max_num_timeout=settings.max_requeues, python=settings.python
+    )
+    # No time limit unless asked for one (submitit's local default is 2 minutes).
+    limit = settings.local_time_min or 60 * 24 * 365
+    local.update_parameters(timeout_min=limit, signal_delay_s=settings.local_signal_delay_s)
+    return local.submit_array([GridTask([n.cfg for n in t], threads) for t in tasks])
+
+
+def _wait_for_parent_jobs(store: Path, nodes: Sequence[Node], plan: Plan) -> None:
+    """Wait until the jobs (of other submissions) that parents of ``nodes`` run in are done."""
+    jobs = {plan.after_job[n.run_id] for n in nodes if n.run_id in plan.after_job}
+    while jobs:
+        index = load_index(store)
+        refs = {ref.job_id: ref for ref in index.values() if ref.job_id in jobs}
+        states = job_states(refs.values())
+        jobs = {j for j in jobs if j in states and states[j].active}
+        if jobs:
+            time.sleep(2.0)
+
+
+def _still_to_run(nodes: Sequence[Node], store: Path) -> list[Node]:
+    index = load_index(store)
+    states = job_states(index[n.run_id] for n in nodes if n.run_id in index)
+    st = Store(store)
+    out = []
+    for node in nodes:
+        ref = index.get(node.run_id)
+        if st.is_finished(node.run_id) or (ref is not None and states[ref.job_id].active):
+            continue
+        out.append(node)
+    return out
+
+
+def _parent_ready(node: Node, store: Store, result: SubmitResult) -> bool:
+    # Locally a child starts only once its parent finished; otherwise it waits on the parent.
+    if node.parent is None or store.is_finished(node.parent):
+        return True
+    result.plan.blocked[node.run_id] = node.parent
+    return False
+
+
+def _wait_local(jobs: Sequence[Any], runs: Sequence[str], store: Store, out: TextIO) -> None:
+    from tqdm.auto import tqdm
+
+    bar_off = not out.isatty()  # a bar redrawn with \r only clutters logs and pipes
+    with tqdm(total=len(runs), unit="run", desc="local", file=out, disable=bar_off) as bar:
+        while True:
+            done = not any(not j.done() for j in jobs)
+            finished = sum(1 for r in runs if store.status(r) in (FINISHED, FAILED))
+            bar.update(finished - bar.n)
+            if done:
+                break
+            time.sleep(0.5)
+
+
+def wait_for(
+    runs: Sequence[str],
+    store: str | Path,
+    *,
+    poll_s: float = 5.0,
+    timeout_s: float | None = None,
+    out: TextIO | None = None,
+) -> dict[str, str]:
+    """Follow submitted runs with a progress bar until none is queued or running."""
+    from tqdm.auto import tqdm
+
+    store = Path(store)
+    st = Store(store)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    out = out or sys.stderr
+    with tqdm(total=len(runs), unit="run", desc="runs", file=out, disable=not out.isatty()) as bar:
+        while True:
+            index = load_index(store)
+            refs = [index[r] for r in runs if r in index]
+            states = job_states(refs)
+            status = {r: st.status(r) or "" for r in runs}
+            done = sum(1 for s in status.values() if s in (FINISHED, FAILED))
+            bar.update(done - bar.n)
+            active = [r for r in runs if r in index and states[index[r].job_id].active]
+            running = sum(1 for r in active if states[index[r].job_id].running)
+            failed = sum(1 for s in status.values() if s == FAILED)
+            bar.set_postfix(running=running, pending=len(active) - running, failed=failed)
+            if not [r for r in active if status[r] != FINISHED]:
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(active)} runs still queued or running")
+            time.sleep(poll_s)
+
+
+def prepare(
+    grid: Grid,
+    store: str | Path,
+    settings: LaunchSettings | None = None,
+    *,
+    check_configs: bool = True,
+) -> Expansion:
+    """Expand a grid for a store: absolute ``output.dir``, the executor's threads, no tqdm.
+
+    ``check_configs=False`` skips the cross-field validation of each cell (and the dataset
+    and model registries it imports), for read-only queries of an already submitted grid.
+    """
+    extra: dict[str, Any] = {"output.dir": str(Path(store).resolve()), "logging.progress": False}
+    if settings is not None:
+        extra["runtime.threads"] = settings.run_threads()
+    return expand(grid, extra, check_configs=check_configs)

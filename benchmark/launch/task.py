@@ -1,0 +1,136 @@
+"""The job callable: :class:`GridTask` trains the runs of one job, recording failures."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+
+import submitit
+from submitit.core.utils import UncompletedJobError
+
+from benchmark.config import RunConfig, config_to_dict
+from benchmark.store import FAILED, FINISHED, Store
+
+LOG_TAIL_LINES = 40
+
+
+class ParentNotFinished(RuntimeError):
+    """A run's dense parent has no finished result and weights to start from."""
+
+
+class RunsFailed(RuntimeError):
+    """Some runs of a task failed (each is recorded in the store); fails the job."""
+
+
+class GridTask(submitit.helpers.Checkpointable):
+    """One job (array task): trains its runs in order; finished runs are skipped.
+
+    Checkpointable: on the time-limit/preemption signal submitit pickles this object (which holds
+    only configs) and requeues the job; each run then resumes from its epoch checkpoint.
+    """
+
+    def __init__(self, configs: Sequence[RunConfig], threads: int = 0, isolate: bool = True):
+        self.configs = list(configs)
+        self.threads = threads
+        # isolate: a failing run is recorded and the others go on (False: the debug executor
+        # lets the original exception reach the debugger).
+        self.isolate = isolate
+
+    def __call__(self) -> dict[str, str]:
+        from benchmark.runner import execute
+
+        if self.threads:
+            import torch
+
+            torch.set_num_threads(self.threads)
+        outcome: dict[str, str] = {}
+        for cfg in self.configs:
+            rid = cfg.run_id
+            store = Store(cfg.output.dir)
+            if store.is_finished(rid):
+                outcome[rid] = FINISHED
+                continue
+            resume = store.checkpoint_path(rid).exists()
+            _log(f"run {rid}: {'resuming from its checkpoint' if resume else 'starting'}")
+            try:
+                _require_parent(cfg, store)
+                execute(cfg)
+            except UncompletedJobError as err:
+                # Raised by submitit's signal handler when it will not requeue any more (too
+                # many time-outs): the job is over, so the other runs cannot go on either.
+                _record_failure(store, cfg, err)
+                raise
+            except Exception as err:
+                if not self.isolate:
+                    raise
+                traceback.print_exc()
+                _log(f"run {rid}: FAILED ({type(err).__name__}: {err})")
+                _record_failure(store, cfg, err)
+                outcome[rid] = FAILED
+                continue
+            _log(f"run {rid}: finished")
+            outcome[rid] = FINISHED
+        failed = [rid for rid, state in outcome.items() if state == FAILED]
+        if failed:
+            raise RunsFailed(
+                f"{len(failed)} of {len(self.configs)} runs failed: {', '.join(failed)}"
+            )
+        return outcome
+
+
+def _log(message: str) -> None:
+    print(f"[prunebench] {time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+def _require_parent(cfg: RunConfig, store: Store) -> None:
+    from methods import get_method
+
+    parent = get_method(cfg.method.name)(cfg).parent_config()
+    if parent is None:
+        return
+    pid = parent.run_id
+    # Never train a parent inside a child: two children would race to train it.
+    if not (store.is_finished(pid) and store.weights_path(pid).exists()):
+        status = store.status(pid) or "no result"
+        raise ParentNotFinished(f"dense parent {pid} has not finished ({status})")
+
+
+def _job_log_tail() -> tuple[str | None, list[str]]:
+    """This job's id and the last lines of its stderr and stdout logs (empty outside a job)."""
+    try:
+        env = submitit.JobEnvironment()
+        job_id, paths = env.job_id, env.paths
+    except (RuntimeError, KeyError):  # not inside a submitit job
+        return None, []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    lines: list[str] = []
+    for path in (paths.stdout, paths.stderr):
+        with contextlib.suppress(OSError):
+            lines += [f"{path.name}: {line}" for line in path.read_text().splitlines()[-20:]]
+    return job_id, lines[-LOG_TAIL_LINES:]
+
+
+def _record_failure(store: Store, cfg: RunConfig, err: BaseException) -> None:
+    """Add the job id and log tail to the failed record the runner wrote (or write one)."""
+    rid = cfg.run_id
+    if store.is_finished(rid):
+        return
+    record = store.read(rid)
+    if record is None or record.get("status") != FAILED:
+        record = {
+            "run_id": rid,
+            "status": FAILED,
+            "method": cfg.method.name,
+            "config": config_to_dict(cfg),
+            "error": f"{type(err).__name__}: {err}",
+            "traceback": traceback.format_exc().splitlines()[-20:],
+            "finished": time.time(),
+        }
+    job_id, tail = _job_log_tail()
+    record["job_id"] = job_id
+    record["log_tail"] = tail
+    store.write(record)

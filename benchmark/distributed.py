@@ -26,7 +26,8 @@ import hashlib
 import inspect
 import os
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +85,7 @@ def init_from_env(device: torch.device, timeout_s: float = TIMEOUT_S) -> None:
     import datetime
 
     if device.type == "cuda":
-        torch.cuda.set_device(local_rank())
+        torch.cuda.set_device(_local_gpu())
     dist.init_process_group(
         backend_for(device),
         init_method="env://",
@@ -101,8 +102,13 @@ def shutdown() -> None:
 def rank_device(device: torch.device) -> torch.device:
     """The device of this rank: ``cuda`` means ``cuda:LOCAL_RANK`` in a data-parallel run."""
     if device.type == "cuda" and device.index is None and world_size() > 1:
-        return torch.device("cuda", local_rank())
+        return torch.device("cuda", _local_gpu())
     return device
+
+
+def _local_gpu() -> int:
+    """This rank's GPU index among the visible ones (one visible GPU per task: 0)."""
+    return local_rank() % max(torch.cuda.device_count(), 1)
 
 
 def free_port() -> int:
@@ -329,6 +335,55 @@ def broadcast_value(value: Any) -> Any:
     return box[0]
 
 
+# --------------------------------------------------------------------------- SLURM jobs
+
+
+def _job_tasks() -> int:
+    """Tasks of the submitit job this process belongs to (1 outside a job)."""
+    import submitit
+
+    try:
+        return int(submitit.JobEnvironment().num_tasks)
+    except (RuntimeError, KeyError):  # not inside a submitit job
+        return 1
+
+
+def _device_of(name: str) -> torch.device:
+    """``runtime.device`` resolved without a process group ('auto' -> CUDA when available)."""
+    cuda = name.startswith("cuda") or (name == "auto" and torch.cuda.is_available())
+    return torch.device("cuda" if cuda else "cpu")
+
+
+@contextmanager
+def job_process_group(configs: Sequence[Any]) -> Iterator[bool]:
+    """Inside a submitit job of several tasks, join them in one process group (yields True).
+
+    The rendezvous comes from the SLURM environment (submitit's TorchDistributedEnvironment:
+    first node's host, a port derived from the job id, ranks from SLURM_PROCID). Outside such a
+    job nothing happens and it yields False.
+    """
+    import submitit
+
+    tasks = _job_tasks()
+    if tasks <= 1:
+        yield False
+        return
+    for cfg in configs:
+        check_batch(cfg.data.batch_size, tasks)
+    devices = {cfg.runtime.device for cfg in configs}
+    if len(devices) != 1:
+        raise ConfigError("runtime.device", sorted(devices), "one device for the runs of a job")
+    # Each task may see only its own GPU (SLURM's --gpus-per-task): keep CUDA_VISIBLE_DEVICES.
+    submitit.helpers.TorchDistributedEnvironment().export(
+        set_cuda_visible_devices=False, overwrite=True
+    )
+    init_from_env(_device_of(devices.pop()))
+    try:
+        yield True
+    finally:
+        shutdown()
+
+
 # --------------------------------------------------------------------------- local launches
 
 
@@ -347,8 +402,7 @@ def _local_worker(
         LOCAL_RANK=str(index),
         LOCAL_WORLD_SIZE=str(nproc),
     )
-    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-    init_from_env(torch.device("cuda" if cuda else "cpu"))
+    init_from_env(_device_of(device))
     try:
         fn(*args)
     finally:

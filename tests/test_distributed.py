@@ -178,3 +178,35 @@ def test_run_with_nproc_from_the_command_line(
     record = json.loads(out)
     assert record["distributed"]["processes"] == 2 and not record["distributed"]["sync_bn"]
     assert record["metrics"]["images_per_s"] > 0
+
+
+# --------------------------------------------------------------------------- launcher
+
+
+def test_profile_asks_for_one_task_per_gpu_on_several_nodes(tmp_path: Path) -> None:
+    from benchmark.launch import load_profile
+
+    old = load_profile("dev")  # written before data-parallel runs: one process per run
+    assert old.processes_per_run == 1 and "ntasks_per_node" not in old.executor_parameters()
+    profile = load_profile("example-gpu", {"tasks_per_node": 4, "nodes": 2})
+    params = profile.executor_parameters()
+    assert profile.processes_per_run == 8
+    assert params["ntasks_per_node"] == 4 and params["nodes"] == 2
+    assert params["gpus_per_task"] == 1 and "--kill-on-bad-exit=1" in params["srun_args"]
+    with pytest.raises(ConfigError, match="--nodes"):
+        load_profile("dev", {"nodes": 0})
+
+
+@pytest.mark.slow
+def test_a_two_task_submitit_job_trains_one_run_data_parallel(tmp_path: Path) -> None:
+    import submitit
+
+    from benchmark.launch.task import GridTask
+
+    cfg = two_rank_config(tmp_path / "runs", "budget.epochs=3", "budget.cycles=1")
+    executor = submitit.LocalExecutor(folder=tmp_path / "jobs")
+    executor.update_parameters(tasks_per_node=2, timeout_min=10)
+    job = executor.submit(GridTask([cfg], threads=1))
+    assert job.results() == [{cfg.run_id: "finished"}] * 2
+    record = Store(cfg.output.dir).read(cfg.run_id)
+    assert record is not None and record["distributed"]["processes"] == 2

@@ -31,6 +31,8 @@ class DataConfig:
     val_fraction: float = 0.1
     split_seed: int = 0
     workers: int = 4
+    # ImageNet: "pil" decodes in loader workers; "gpu" decodes on the run's device (nvJPEG).
+    loader: str = "pil"
 
 
 @dataclass

@@ -32,6 +32,8 @@ from benchmark.errors import ConfigError, DatasetError
 from benchmark.registry import Registry
 
 SPLITS = ("train", "val", "test")
+# How ImageNet files become batches: PIL in loader workers, or decoding on the run's device.
+LOADERS = ("pil", "gpu")
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -122,6 +124,9 @@ def validate_data_config(cfg: DataConfig) -> None:
     for field in ("download", "check_integrity"):
         if not isinstance(getattr(cfg, field), bool):
             raise ConfigError(f"data.{field}", getattr(cfg, field), "true or false")
+    check_loader = cfg.loader in LOADERS and (cfg.loader == "pil" or cfg.name == "imagenet")
+    if not check_loader:
+        raise ConfigError("data.loader", cfg.loader, "'pil', or 'gpu' for data.name = 'imagenet'")
     if cfg.name == "imagenet" and cfg.download:
         raise ConfigError("data.download", cfg.download, "false for imagenet (no public download)")
 
@@ -522,6 +527,7 @@ class FolderSource(DataSource):
         self.eval_batch_size = cfg.eval_batch_size
         self.device = device
         self.workers = cfg.workers
+        self.loader = cfg.loader  # "pil": decode in loader workers; "gpu": see gpu_loader
         labels = torch.as_tensor(train_set.targets, dtype=torch.int64)
         self.train_indices, self.val_indices = stratified_split(
             labels, cfg.val_fraction, cfg.split_seed
@@ -588,13 +594,20 @@ class FolderSource(DataSource):
             if batches is not None
             else {"batch_size": batch_size, "shuffle": False}
         )
-        loader = DataLoader(
-            data,
+        common: dict[str, Any] = {
             **sizes,
-            num_workers=self.workers,
-            pin_memory=self.device.type == "cuda",
-            generator=g if g is not None else torch.Generator().manual_seed(0),
-        )
+            "num_workers": self.workers,
+            "pin_memory": self.device.type == "cuda",
+            "generator": g if g is not None else torch.Generator().manual_seed(0),
+        }
+        if self.loader == "gpu":
+            from benchmark import gpu_loader
+
+            encoded = gpu_loader.EncodedImages(data.samples, data.order, data.seeds)
+            files = DataLoader(encoded, collate_fn=gpu_loader.collate_encoded, **common)
+            yield from gpu_loader.device_batches(files, self.device, IMAGENET_MEAN, IMAGENET_STD)
+            return
+        loader = DataLoader(data, **common)
         for x, y in loader:
             yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 

@@ -71,6 +71,11 @@ class DataSource(ABC):
         """This process's part ``[lo, hi)`` of the global batch ``[start, stop)``."""
         return shard_range(start, stop, *self.shard)
 
+    def eval_range(self, split: str) -> tuple[int, int]:
+        """This process's part ``[lo, hi)`` of ``split`` in evaluation (all of it alone)."""
+        size = {"train": self.num_train, "val": self.num_val, "test": self.num_test}
+        return shard_range(0, size[_check_split(split)], *self.shard)
+
     def iters_per_epoch(self) -> int:
         """Return the number of training batches per epoch (the last one may be smaller)."""
         return math.ceil(self.num_train / self.batch_size)
@@ -339,7 +344,9 @@ class TensorSource(DataSource):
 
     def eval_batches(self, split: str) -> Iterator[Batch]:
         """Yield ``split`` in stored order, unaugmented, in batches of ``eval_batch_size``."""
-        x, y = self._splits[_check_split(split)]
+        lo, hi = self.eval_range(split)
+        x, y = self._splits[split]
+        x, y = x[lo:hi], y[lo:hi]
         for start in range(0, len(y), self.eval_batch_size):
             stop = start + self.eval_batch_size
             yield self._prepare(x[start:stop]), y[start:stop]
@@ -567,7 +574,9 @@ class FolderSource(DataSource):
 
     def eval_batches(self, split: str) -> Iterator[Batch]:
         """Yield ``split`` in a fixed order with Resize(256) + CenterCrop(224)."""
-        yield from self._load(self._eval_list(_check_split(split)), self.eval_batch_size, None)
+        data = self._eval_list(_check_split(split))
+        data.order = data.order[slice(*self.eval_range(split))]
+        yield from self._load(data, self.eval_batch_size, None)
 
     def _eval_list(self, split: str) -> _ImageList:
         if split == "test":

@@ -228,6 +228,11 @@ class DataParallel:
             return
         check_batch(data.batch_size, self.world)
         check_last_batch(data.num_train, data.batch_size, self.world)
+        smallest = min(data.num_train, data.num_val, data.num_test)
+        if smallest < self.world:
+            raise ConfigError(
+                "data", smallest, f"splits of at least {self.world} samples (one per process)"
+            )
         data.shard = (self.rank, self.world)
 
     def prepare_model(self, model: nn.Module, device: torch.device) -> nn.Module:
@@ -275,12 +280,34 @@ class DataParallel:
         """Global loss sum, samples and timed images (sums) and timed seconds (slowest rank)."""
         if not self.active:
             return loss_sum, seen, images, seconds
-        sums = torch.tensor([float(loss_sum), seen, images], dtype=torch.float64)
-        slowest = torch.tensor([seconds], dtype=torch.float64)
+        # On the device: NCCL reduces device tensors only.
+        device = loss_sum.device
+        sums = torch.tensor([float(loss_sum), seen, images], dtype=torch.float64, device=device)
+        slowest = torch.tensor([seconds], dtype=torch.float64, device=device)
         dist.all_reduce(sums)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        total = sums.to(loss_sum.device, loss_sum.dtype)[0]
+        total = sums.to(loss_sum.dtype)[0]
         return total, int(sums[1]), int(sums[2]), float(slowest)
+
+    def combine_eval(
+        self, result: dict[str, float], part: tuple[int, int], device: torch.device
+    ) -> dict[str, float]:
+        """The whole split's metrics from each process's metrics on its ``part`` of it."""
+        if not self.active:
+            return result
+        keys = sorted(result)
+        count = part[1] - part[0]
+        sums = torch.tensor(
+            [result[k] * count for k in keys] + [count], dtype=torch.float64, device=device
+        )
+        dist.all_reduce(sums)
+        total = float(sums[-1])
+        out = {}
+        for i, key in enumerate(keys):
+            value = float(sums[i])
+            # Accuracies are counts of hits: round away the division's rounding.
+            out[key] = (value if key == "loss" else round(value)) / total
+        return out
 
     def sync_buffers(self, model: nn.Module) -> None:
         """Copy rank 0's buffers (BatchNorm running statistics) to every rank."""

@@ -148,12 +148,14 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
         """Accuracy and loss of the current model on ``split`` (eval mode)."""
-        return evaluate(
+        result = evaluate(
             self.model,
             self.data.eval_batches(split),
             self.data.num_classes,
             bf16=self.cfg.optim.bf16,
         )
+        # Data-parallel: each process evaluated its part of the split; combine them.
+        return self.dp.combine_eval(result, self.data.eval_range(split), self.device)
 
     def _finetune_lr(self) -> float:
         lrs = self.ctx.original_lrs

@@ -24,6 +24,7 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--format", choices=FORMATS, default="markdown")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
+    _rules(table)
     _common(table)
 
     plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
@@ -38,11 +39,38 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--format", choices=FORMATS, default="markdown")
     rep.add_argument("--paper", action="store_true", help="show the published value and diff")
     rep.add_argument("--dry-run", action="store_true", help="only count the missing runs")
+    _rules(rep)
     _common(rep, default_scale="smoke")
 
     lst = sub.add_parser("list", help="every table and figure id, and the runs the store holds")
     lst.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
     lst.add_argument("--scale", choices=("smoke", "paper"), default="smoke")
+
+
+def _rules(p: argparse.ArgumentParser) -> None:
+    """The table rules the paper leaves open (benchmark.tables.TableRules)."""
+    from benchmark.tables import MAX_PLACEMENT_DISTANCE
+
+    p.add_argument(
+        "--ddof",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="std over seeds: 1 sample (default), 0 population; the paper does not say which",
+    )
+    p.add_argument(
+        "--max-distance",
+        type=float,
+        default=MAX_PLACEMENT_DISTANCE,
+        help="CS/STR/DST: how far (percent points) the closest configuration may lie from a goal "
+        "column with none within +-0.25%% (0: strict intervals; default %(default)s, our choice)",
+    )
+
+
+def _table_rules(args: argparse.Namespace) -> Any:
+    from benchmark.tables import TableRules
+
+    return TableRules(ddof=args.ddof, max_distance=args.max_distance)
 
 
 def _common(p: argparse.ArgumentParser, default_scale: str = "auto") -> None:
@@ -83,8 +111,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     from benchmark.tables import rebuild
 
     experiment = get_experiment(args.id)
+    rules = _table_rules(args)
     scale = _scale(experiment, args.scale, args.store)
-    table = rebuild(experiment, scale, args.store, paper=args.paper)
+    table = rebuild(experiment, scale, args.store, paper=args.paper, rules=rules)
     _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
     return 0
 
@@ -175,6 +204,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from benchmark.store import Store
 
     experiment = get_experiment(args.id)
+    rules = _table_rules(args)  # bad values fail before anything runs
     # Absolute output dirs: launcher workers may run from another directory.
     configs = unique_configs(experiment.runs(args.scale, Path(args.store).resolve()))
     store = Store(args.store)
@@ -199,7 +229,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if experiment.layout(args.scale) is not None:
         from benchmark.tables import rebuild
 
-        table = rebuild(experiment, args.scale, args.store, paper=args.paper)
+        table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules)
         out = (
             None
             if args.out is None

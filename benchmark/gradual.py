@@ -6,8 +6,12 @@ i.e. after e epochs of training) and targets the sparsity
     s(e) = s_f * (1 - (1 - e / (P_s I))^3),
 
 so the goal s_f is reached at epoch P_s I and at least I epochs train with the final mask.
-The schedule is given either by the pruning interval I (then P_s = floor(T / I) - 1) or by the
-number of steps P_s (then I = floor(T / (P_s + 1))). This module is pure: no torch, no state.
+The schedule is given by the pruning interval I, with P_s = floor(T / I) - 1, as in the paper's
+code (ZIB-IOL/BIMP, ``GMP.pruning_interval``). The paper's grids name the number of "equally
+distributed pruning steps" instead ({20, 100} for T = 200, {5, 9, 18, 45} for T = 90); that label
+is T / I, so ``steps`` = n means I = floor(T / n): 100 steps in 200 epochs prune every 2 epochs
+and reach the goal at epoch 198 (99 pruning steps), 45 steps in 90 epochs at epoch 88. This
+module is pure: no torch, no state.
 """
 
 from __future__ import annotations
@@ -62,8 +66,8 @@ def steps_for_interval(total_epochs: int, interval: int) -> int:
 
 
 def interval_for_steps(total_epochs: int, steps: int) -> int:
-    """I = floor(T / (P_s + 1)): the interval that fits P_s steps plus I final epochs."""
-    return total_epochs // (steps + 1)
+    """I = floor(T / n) for the paper's step label n = T / I (the reference's interval)."""
+    return total_epochs // steps
 
 
 def gradual_schedule(
@@ -71,8 +75,9 @@ def gradual_schedule(
 ) -> GradualSchedule:
     """Build and validate the schedule for a T-epoch run; raise ConfigError naming the field.
 
-    ``steps`` > 0 fixes the number of pruning steps, ``interval`` > 0 the epochs between them;
-    at most one may be given, and neither means interval = DEFAULT_INTERVAL.
+    ``steps`` > 0 is the paper's step label T / I (the interval is floor(T / steps)),
+    ``interval`` > 0 the epochs between pruning steps; at most one may be given, and neither
+    means interval = DEFAULT_INTERVAL.
     """
     if steps < 0:
         raise ConfigError("method.steps", steps, "an integer >= 0 (0: derive from the interval)")
@@ -83,15 +88,15 @@ def gradual_schedule(
             "method.steps", steps, "0 when method.interval is set (give steps or interval)"
         )
     if steps > 0:
-        derived = interval_for_steps(total_epochs, steps)
-        if derived < 1:
+        if not 2 <= steps <= total_epochs:
             raise ConfigError(
                 "method.steps",
                 steps,
-                f"at most budget.epochs - 1 = {total_epochs - 1}, so that every step is at least "
-                "one epoch apart and one epoch trains with the final mask",
+                f"an integer in [2, budget.epochs = {total_epochs}] (the paper's label T / I: "
+                "the pruning interval is floor(budget.epochs / steps) epochs, and at least one "
+                "pruning step must fit before the final interval)",
             )
-        return GradualSchedule(final_sparsity, derived, steps)
+        interval = interval_for_steps(total_epochs, steps)
     interval = interval or DEFAULT_INTERVAL
     derived_steps = steps_for_interval(total_epochs, interval)
     if derived_steps < 1:

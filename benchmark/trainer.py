@@ -131,6 +131,7 @@ class Trainer:
             iters_per_epoch=self.ipe,
             evaluate=self.evaluate,
             original_lrs=original_lrs(cfg.schedule, self.method.original_epochs(), self.ipe),
+            recompute_batchnorm=self.recompute_batchnorm,
         )
         self.method.setup(self.ctx, parent_state)
         self.optimizer = torch.optim.SGD(
@@ -156,6 +157,26 @@ class Trainer:
         )
         # Data-parallel: each process evaluated its part of the split; combine them.
         return self.dp.combine_eval(result, self.data.eval_range(split), self.device)
+
+    def recompute_batchnorm(self) -> None:
+        """Refresh BatchNorm running statistics: one epoch of training batches in train mode.
+
+        No gradients and no optimizer step; the batches are those of the epoch after the
+        method's training (a fixed, seeded order), and every module's mode is restored.
+        """
+        model = self.model
+        if not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+            return
+        modes = [(m, m.training) for m in model.modules()]
+        model.train()
+        autocast = torch.autocast(
+            self.device.type, dtype=torch.bfloat16, enabled=self.cfg.optim.bf16
+        )
+        with torch.no_grad(), autocast:
+            for x, _ in self.data.train_batches(self.method_epochs, self.cfg.seed):
+                model(x)
+        for module, training in modes:
+            module.training = training
 
     def _finetune_lr(self) -> float:
         lrs = self.ctx.original_lrs

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from benchmark.config import RunConfig
 
 WEIGHT = "weight"
+# ``method.decay`` of CS and DST: the paper code's doubled decay of P, or weight decay once.
+DECAY_MODES = ("reference", "once")
 
 
 class WeightReparam(nn.Module):
@@ -51,6 +53,14 @@ class WeightReparam(nn.Module):
     def keep_mask(self, weight: Tensor) -> Tensor:
         """The ``bool`` mask of the entries that would survive if training stopped now."""
         raise NotImplementedError
+
+
+def validate_decay(cfg: RunConfig) -> None:
+    """Check ``method.decay`` of CS or DST (raises ConfigError naming the field)."""
+    from benchmark.config import check
+
+    value = cfg.method.params.decay
+    check(value in DECAY_MODES, "method.decay", value, "one of 'reference', 'once'")
 
 
 def owner_name(param_name: str) -> str:
@@ -74,8 +84,11 @@ class ReparamMethod(Method):
     """Base of the methods whose extra parameters reparametrize every prunable weight.
 
     Subclasses define :meth:`make_reparam` and whether weight decay applies to the extra
-    parameters (``decay_extra``); the weights, biases and batch-norm parameters always get the
-    run's weight decay, once.
+    parameters (``decay_extra``); the weights, biases and batch-norm parameters get the run's
+    weight decay once. A method whose params have ``decay = "reference"`` (CS, DST) decays as
+    the paper's code did instead: its loss adds 1/2 wd ||w||^2 over P on top of SGD's weight
+    decay on every parameter, so the weights of P are decayed twice and the extra parameters
+    once (here as an SGD group with 2 wd for P: the same gradient, without a loss term).
     """
 
     decay_extra: ClassVar[bool] = True
@@ -120,6 +133,15 @@ class ReparamMethod(Method):
         base = [p for p in self.ctx.model.parameters() if id(p) not in extra_ids]
         if not extra:  # an empty prunable set: nothing to add
             return [{"params": base}]
+        if getattr(self.params, "decay", "once") == "reference":
+            prunable = {id(p) for p in self.ctx.masks.params}
+            twice = 2.0 * self.cfg.optim.weight_decay
+            groups = [
+                {"params": [p for p in base if id(p) in prunable], "weight_decay": twice},
+                {"params": [p for p in base if id(p) not in prunable]},
+                {"params": extra},
+            ]
+            return [g for g in groups if g["params"]]
         group: dict[str, Any] = {"params": extra}
         if not self.decay_extra:
             group["weight_decay"] = 0.0

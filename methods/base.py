@@ -54,6 +54,8 @@ class TrainContext:
     optimizer: torch.optim.Optimizer | None = None
     # Metrics a method reports into the result (e.g. pruning stability, per-cycle records).
     record: dict[str, Any] = field(default_factory=dict)
+    # Recomputes BatchNorm running statistics of the current network (set by the trainer).
+    recompute_batchnorm: Callable[[], None] | None = None
 
     @property
     def prunable(self) -> list[tuple[str, nn.Parameter]]:
@@ -159,15 +161,35 @@ class Method:
             self.ctx.masks.set_extra(self.ctx.model, extra, self.ctx.optimizer)
         self.masks_active = True
 
+    def recompute_batchnorm(self) -> None:
+        """Recompute BatchNorm running statistics on the network as it is now.
+
+        The paper's code evaluates the training split in train mode right after its final prune
+        (``after_pruning_callback``), which refreshes the statistics of the pruned network before
+        the test evaluation; the trainer does the same pass (no gradients, no optimizer step).
+        """
+        assert self.ctx is not None
+        if self.ctx.recompute_batchnorm is not None:
+            self.ctx.recompute_batchnorm()
+
     def final_prune_with_stability(
-        self, masks: list[torch.Tensor], extra: dict[str, torch.Tensor] | None = None
+        self,
+        masks: list[torch.Tensor],
+        extra: dict[str, torch.Tensor] | None = None,
+        recompute_bn: bool = False,
     ) -> None:
-        """Hard-prune to ``masks`` and record test accuracy before/after and the stability."""
+        """Hard-prune to ``masks`` and record test accuracy before/after and the stability.
+
+        With ``recompute_bn`` the BatchNorm statistics are recomputed right after pruning
+        (:meth:`recompute_batchnorm`), before the accuracy after pruning is measured.
+        """
         from benchmark.metrics import pruning_stability
 
         assert self.ctx is not None
         before = self.ctx.evaluate("test")["top1"]
         self.hard_prune(masks, extra)
+        if recompute_bn:
+            self.recompute_batchnorm()
         after = self.ctx.evaluate("test")["top1"]
         self.ctx.record["stability"] = {
             "acc_before": before,

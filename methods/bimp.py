@@ -10,6 +10,13 @@
 
 Cycle j (1-based) prunes to the sparsity 1 - (1 - s)^(j / J), i.e. a fraction
 q = 1 - (1 - s)^(1/J) of the remaining weights.
+
+Reference behaviour followed (ZIB-IOL/BIMP, ``pretrainedStrategies.IMP`` and
+``baseRunner.after_pruning_callback``): BIMP's first cycle starts with a fresh optimizer state
+(the reference trains T0 epochs and runs the cycles as a second run), and after the last prune
+one train-mode pass over the training split recomputes BatchNorm's running statistics before
+the accuracy after pruning is recorded (retraining overwrites them anyway; the pass of the
+earlier cycles, which changes nothing that is recorded, is left out).
 """
 
 from __future__ import annotations
@@ -180,10 +187,17 @@ class _PruneRetrain(Method):
         norm_before = _global_norm(ctx)
         remaining_before = _remaining(ctx)
         last = j == len(self.plan.targets) - 1
+        if j == 0 and self.plan.initial_epochs > 0:
+            # The paper's code runs BIMP's T0 training and its cycles as two runs: the first
+            # cycle starts with a fresh optimizer (no momentum).
+            assert ctx.optimizer is not None
+            ctx.optimizer.state.clear()
         new_masks, extra = self.next_masks(j)
         pruned_distance = _pruned_distance(ctx, new_masks)
         if last:
-            self.final_prune_with_stability(new_masks, extra)
+            # As the reference's after_pruning_callback: BatchNorm statistics of the pruned
+            # network before the accuracy after pruning is measured.
+            self.final_prune_with_stability(new_masks, extra, recompute_bn=True)
         else:
             self.hard_prune(new_masks, extra)
         remaining_after = _remaining(ctx)

@@ -6,15 +6,23 @@ network, and the loss adds lambda sum(sigmoid(beta m)) over all of P (lambda = `
 The temperature beta grows exponentially from 1 to beta_final = ``method.temperature`` over all
 T training iterations: after t iterations beta = beta_final^(t / T) (the forward pass of the
 (t+1)-th iteration uses it). After training the mask is [m > 0] and the weights become
-w [m > 0] / sigmoid(s0), with exact zeros where m <= 0; the test accuracy right before (soft
-mask at beta_final) and after that step is recorded as the pruning stability.
+w sigmoid(beta_final m) / sigmoid(s0) [m > 0], as in the paper's code (ZIB-IOL/BIMP,
+``CS.deregister_masks``: the soft-masked weight under the binary mask), with exact zeros where
+m <= 0; the test accuracy right before (soft mask at beta_final) and after that step is recorded
+as the pruning stability.
 
 The sparsity is not specified: it emerges from s0, lambda and the temperature, so
 ``method.sparsity`` is ignored (``info.sparsity_specifiable`` is False). The per-epoch fraction
 of logits <= 0 is recorded as ``emergent_sparsity``.
 
-Weight decay applies once: to the weights w (and the other model parameters) with the run's
-``optim.weight_decay``, never to the mask logits (their only regulariser is the lambda term).
+Weight decay (``method.decay``):
+
+- ``reference`` (default, the paper's code ``CS.before_backward``): the loss adds
+  1/2 wd sum(w^2) over P while SGD's weight decay also acts on every parameter, so the weights
+  of P are decayed with 2 wd, the mask logits and the other parameters with wd.
+- ``once``: every model parameter is decayed once with wd and the mask logits not at all (their
+  only regulariser is the lambda term). A correction of the doubled decay, which looks like an
+  accident of porting the original code (whose optimizer had no weight decay of its own).
 
 Differences from Savarese et al. (the task description is followed): the temperature grows
 every iteration instead of every epoch, there is a single round (no rewinding of the weights
@@ -32,17 +40,21 @@ import torch
 from torch import Tensor, nn
 
 from benchmark.config import RunConfig, check
-from methods._reparam import ReparamMethod, WeightReparam
+from methods._reparam import ReparamMethod, WeightReparam, validate_decay
 from methods.base import MethodInfo, TrainContext, register_method
 
 
 @dataclass
 class CSParams:
-    """Hyperparameters of CS: s0 (``mask_init``), beta_final (``temperature``), lambda (``l1``)."""
+    """Hyperparameters of CS: s0 (``mask_init``), beta_final (``temperature``), lambda (``l1``).
+
+    ``decay``: ``reference`` (P decayed twice, logits once) or ``once`` (see the module).
+    """
 
     mask_init: float = 0.0
     temperature: float = 300.0
     l1: float = 1e-8
+    decay: str = "reference"
 
 
 def temperature_at(step: int, total: int, final: float) -> float:
@@ -63,10 +75,10 @@ class SoftMask(WeightReparam):
         self.gate_sum: Tensor | None = None
 
     def forward(self, weight: Tensor) -> Tensor:
-        """The softly masked weight; the hard mask [m > 0] once ``final`` is set."""
-        if self.final:
-            return weight * (self.logits > 0).to(weight.dtype) * self.scale
+        """The softly masked weight; times the hard mask [m > 0] once ``final`` is set."""
         gate = torch.sigmoid(self.beta * self.logits)
+        if self.final:
+            return weight * (gate * self.scale) * (self.logits > 0).to(weight.dtype)
         if torch.is_grad_enabled():
             # The L1 term reuses this forward's sigmoid instead of computing it again.
             self.gate_sum = gate.sum()
@@ -144,6 +156,7 @@ class CS(ReparamMethod):
             "a finite number >= 1 (the final temperature beta; beta starts at 1)",
         )
         check(math.isfinite(p.l1) and p.l1 >= 0, "method.l1", p.l1, "a finite number >= 0")
+        validate_decay(cfg)
 
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
         self.beta = torch.ones((), device=ctx.device)

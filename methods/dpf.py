@@ -20,6 +20,12 @@ a no-op.
 Differences from Lin et al. (the task description is followed): their target sparsity follows
 the cubic schedule continuously at every mask update; here it changes only at the pruning
 epochs, as for GMP.
+
+Reference behaviour followed (ZIB-IOL/BIMP, ``DPF``): the same pruning epochs as GMP, where
+``method.steps`` is the paper's label T / I ("equally distributed pruning steps"), run as the
+interval I = floor(T / steps) (see :mod:`benchmark.gradual`); a mask refresh every 16
+iterations at the last scheduled target; the gradient at the masked weights updates the dense
+ones.
 """
 
 from __future__ import annotations
@@ -40,8 +46,9 @@ from methods.gmp import schedule_of
 class DPFParams:
     """Hyperparameters of DPF.
 
-    ``steps`` (P_s) or ``interval`` (I, in epochs) fixes the pruning schedule as for GMP (at most
-    one; both 0 means I = 1); ``refresh_every`` is the mask update period in iterations.
+    ``interval`` (I, in epochs) or ``steps`` (the paper's label T / I) fixes the pruning schedule
+    as for GMP (at most one; both 0 means I = 1); ``refresh_every`` is the mask update period in
+    iterations.
     """
 
     steps: int = 0

@@ -17,8 +17,17 @@ The sparsity is not specified: it emerges from alpha, so ``method.sparsity`` is 
 final step changes nothing (pruning stable); the per-epoch sparsity is recorded as
 ``emergent_sparsity``.
 
-Weight decay applies once: to the weights (and the other model parameters) with the run's
-``optim.weight_decay``, not to the thresholds (the alpha term is their regulariser).
+Weight decay (``method.decay``):
+
+- ``reference`` (default, the paper's code ``DST.before_backward``): the loss adds
+  1/2 wd sum(w^2) over P while SGD's weight decay also acts on every parameter, thresholds
+  included, so the weights of P are decayed with 2 wd, the thresholds and the other parameters
+  with wd.
+- ``once``: every model parameter is decayed once with wd and the thresholds not at all (the
+  alpha term is their regulariser); a correction of the doubled decay.
+
+Reference behaviour followed otherwise (ZIB-IOL/BIMP ``DST``): zero-initialised per-channel
+thresholds, the long-tailed step derivative, the reset of a layer at <= 1% density.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from benchmark.config import RunConfig, check
-from methods._reparam import ReparamMethod, WeightReparam
+from methods._reparam import ReparamMethod, WeightReparam, validate_decay
 from methods.base import MethodInfo, register_method
 
 # A layer keeping at most this percentage of its entries has its thresholds reset.
@@ -103,9 +112,13 @@ DST_INFO = MethodInfo(
 
 @dataclass
 class DSTParams:
-    """Hyperparameters of DST: ``alpha`` weighs the threshold penalty sum(exp(-t))."""
+    """Hyperparameters of DST: ``alpha`` weighs the threshold penalty sum(exp(-t)).
+
+    ``decay``: ``reference`` (P decayed twice, thresholds once) or ``once`` (see the module).
+    """
 
     alpha: float = 5e-5
+    decay: str = "reference"
 
 
 # The paper's grids (Appendix B.3); CIFAR-100 and ImageNet add a linear schedule to the stepped
@@ -160,6 +173,7 @@ class DST(ReparamMethod):
     def validate(cls, cfg: RunConfig) -> None:
         alpha = cfg.method.params.alpha
         check(math.isfinite(alpha) and alpha >= 0, "method.alpha", alpha, "a finite number >= 0")
+        validate_decay(cfg)
 
     def make_reparam(self, weight: nn.Parameter) -> WeightReparam:
         reparam = ChannelThreshold(weight)

@@ -2,15 +2,22 @@
 
 GMP trains from scratch for T = ``budget.epochs`` epochs and prunes at the ends of the epochs
 I, 2I, ..., P_s I to the cubic schedule s(e) = s_f (1 - (1 - e / (P_s I))^3) of
-:mod:`benchmark.gradual`; the last I or more epochs train with the final mask.
+:mod:`benchmark.gradual`, with P_s = floor(T / I) - 1; the last I or more epochs train with the
+final mask. ``method.interval`` is I; ``method.steps`` is the paper's label "n equally
+distributed pruning steps", which its code (ZIB-IOL/BIMP, ``GMP.pruning_interval``) ran as
+I = floor(T / n): 100 steps in 200 epochs prune every 2 epochs and reach the goal at epoch 198.
 
 Variants (``method.variant``):
 
-- ``hard``: each step prunes on top of the existing mask; a pruned weight never returns.
-- ``soft``: the values of pruned weights are kept in the background (frozen: the forward pass
-  uses the masked weights, so they get no gradient) and each step recomputes the mask from all
-  weights, so a pruned weight whose magnitude beats a kept one comes back with its old value
-  and zero momentum.
+- ``soft`` (default, the paper's GMP: "BIMP 'hard' prunes while GMP 'soft' prunes"): each step
+  recomputes the mask from all weights, so a pruned weight whose magnitude beats a kept one
+  comes back. As in the reference (torch's pruning reparametrization with ``weight_orig``), the
+  pruned values stay in the background and keep moving between steps under the optimizer's
+  weight decay and momentum (their gradient is zero: the forward pass uses the masked weights),
+  so they shrink towards zero; a revived weight comes back with its decayed value and keeps its
+  momentum. Every pruning step zeroes the momentum of all entries it leaves pruned.
+- ``hard``: each step prunes on top of the existing mask; a pruned weight never returns (the
+  paper's GMP-versus-BIMP ablation).
 
 The momentum of newly pruned entries is zeroed. Learning-rate schedules (``method.lr_schedule``),
 the variants of the paper's GMP-versus-BIMP tables:
@@ -19,11 +26,16 @@ the variants of the paper's GMP-versus-BIMP tables:
 - ``linear``: a linear decay from ``schedule.lr`` to zero over T,
 - ``cyclic``: a linear decay from ``schedule.lr`` to zero, restarted at each pruning step.
 
-Differences from Zhu and Gupta (the task description is followed): pruning happens at epoch
-boundaries instead of every few iterations, the selection criterion is global magnitude by
-default (the paper found it better than uniform+), and ``hard`` is the default variant (the
-paper's ImageNet GMP results use hard pruning). The final pruning step records the pruning
+Differences from Zhu and Gupta (the paper's code is followed): pruning happens at epoch
+boundaries instead of every few iterations and the selection criterion is global magnitude by
+default (the paper found it better than uniform+). The final pruning step records the pruning
 stability: test accuracy of the model before that step and right after it.
+
+Implementation of ``soft``: the model holds the masked weights (so evaluation and checkpoints
+see the sparse network) and ``background``/``background_momentum`` the pruned entries' values
+and momentum. After every optimizer step the background takes the SGD step those entries take
+in the reference (gradient zero, weight decay and momentum of the parameter's group, Nesterov
+if set): two or three fused ops, none when the weight decay is zero.
 """
 
 from __future__ import annotations
@@ -57,14 +69,15 @@ GMP_INFO = MethodInfo(
 class GMPParams:
     """Hyperparameters of GMP.
 
-    ``steps`` (P_s) or ``interval`` (I, in epochs) fixes the pruning schedule; give at most one,
-    0 means "derive from the other", and both 0 means I = 1 (prune after every epoch).
+    ``interval`` (I, in epochs) or ``steps`` (the paper's label T / I, so I = floor(T / steps))
+    fixes the pruning schedule; give at most one, and both 0 means I = 1 (prune after every
+    epoch). ``variant`` is ``soft`` (the paper's GMP) or ``hard``.
     """
 
     steps: int = 0
     interval: int = 0
     criterion: str = "global"
-    variant: str = "hard"
+    variant: str = "soft"
     lr_schedule: str = "original"
 
 
@@ -135,8 +148,9 @@ class GMP(Method):
         super().__init__(cfg)
         self.schedule = schedule_of(cfg)
         self.lrs: np.ndarray | None = None
-        # Soft variant: the values of the pruned entries (zero where the mask keeps).
+        # Soft variant: the values and momentum of the pruned entries (zero where the mask keeps).
         self.background: list[torch.Tensor] | None = None
+        self.background_momentum: list[torch.Tensor] | None = None
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
@@ -162,11 +176,17 @@ class GMP(Method):
             )
         if self.params.variant == "soft":
             self.background = [torch.zeros_like(p) for p in ctx.masks.params]
+            self.background_momentum = [torch.zeros_like(p) for p in ctx.masks.params]
 
     def lr(self, step: int) -> float:
         if self.lrs is None:
             return super().lr(step)
         return float(self.lrs[step])
+
+    def after_step(self, step: int) -> None:
+        super().after_step(step)
+        if self.background is not None and self.masks_active:
+            self._decay_background()
 
     def on_epoch_end(self, epoch: int) -> bool:
         if self.schedule.is_pruning_epoch(epoch + 1):
@@ -207,12 +227,13 @@ class GMP(Method):
                 "pruning_stability": pruning_stability(before, after),
             }
             # The final mask holds from now on: nothing can come back, so drop the copy.
-            self.background = None
+            self.background = self.background_momentum = None
 
     def _soft_prune(self, target: float, gen: torch.Generator) -> int:
         """Recompute the mask from kept and background weights; return how many entries revived."""
         ctx = self.ctx
         assert ctx is not None and self.background is not None
+        assert self.background_momentum is not None
         params = ctx.masks.params
         old = [m.detach().clone() for m in ctx.masks.masks]
         with torch.no_grad():
@@ -222,30 +243,79 @@ class GMP(Method):
         masks = compute_masks(
             self.params.criterion, list(zip(names, full, strict=True)), target, generator=gen
         )
-        # Revived entries collected gradients into momentum while pruned: start them from zero.
-        ctx.masks.update(old, ctx.optimizer)
+        # One momentum buffer for kept and pruned entries alike, as in the reference: the
+        # optimizer's buffer where the old mask kept, the background's where it pruned. The new
+        # mask then zeroes it wherever it prunes, so a revived entry keeps its momentum.
+        self._merge_momentum(old)
         with torch.no_grad():
             torch._foreach_copy_(params, full)
         self.hard_prune(masks)
         with torch.no_grad():
             self.background = torch._foreach_sub(full, [p.detach() for p in params])
+            self.background_momentum = [torch.zeros_like(p) for p in params]
         new = ctx.masks.masks
         return int(sum(int(((n != 0) & (o == 0)).sum()) for n, o in zip(new, old, strict=True)))
+
+    def _merge_momentum(self, old_masks: list[torch.Tensor]) -> None:
+        """Optimizer momentum := its kept part under ``old_masks`` plus the background's."""
+        ctx = self.ctx
+        assert ctx is not None and ctx.optimizer is not None
+        assert self.background_momentum is not None
+        with torch.no_grad():
+            for p, m, b in zip(ctx.masks.params, old_masks, self.background_momentum, strict=True):
+                buf = ctx.optimizer.state.get(p, {}).get("momentum_buffer")
+                if buf is not None:
+                    buf.mul_(m).add_(b)
+
+    def _decay_background(self) -> None:
+        """The SGD step of the pruned entries: zero gradient, weight decay and momentum."""
+        ctx = self.ctx
+        assert ctx is not None and ctx.optimizer is not None
+        assert self.background is not None and self.background_momentum is not None
+        group = _group_of(ctx.optimizer, ctx.masks.params[0])
+        wd, mu, lr = group["weight_decay"], group["momentum"], group["lr"]
+        if wd == 0:
+            return  # nothing moves a pruned entry (its momentum stays zero as well)
+        bg, buf = self.background, self.background_momentum
+        with torch.no_grad():
+            if mu == 0:
+                torch._foreach_mul_(bg, 1.0 - lr * wd)
+                return
+            # buf = mu buf + (1 - dampening) wd w;  w -= lr (wd w + mu buf) (Nesterov) or lr buf.
+            torch._foreach_mul_(buf, mu)
+            torch._foreach_add_(buf, bg, alpha=wd * (1.0 - group.get("dampening", 0.0)))
+            if group.get("nesterov", False):
+                torch._foreach_mul_(bg, 1.0 - lr * wd)
+                torch._foreach_add_(bg, buf, alpha=-lr * mu)
+            else:
+                torch._foreach_add_(bg, buf, alpha=-lr)
 
     # ---------------------------------------------------------------- checkpointing
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         state["background"] = self.background
+        state["background_momentum"] = self.background_momentum
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        background = state.get("background")
-        if background is None:
-            self.background = None
-            return
+        self.background = self._like_params(state.get("background"))
+        self.background_momentum = self._like_params(state.get("background_momentum"))
+
+    def _like_params(self, tensors: list[torch.Tensor] | None) -> list[torch.Tensor] | None:
+        """Checkpointed per-parameter tensors on the parameters' device and dtype."""
+        if tensors is None:
+            return None
         assert self.ctx is not None
-        self.background = [
-            b.to(device=p.device, dtype=p.dtype).clone()
-            for b, p in zip(background, self.ctx.masks.params, strict=True)
+        return [
+            t.to(device=p.device, dtype=p.dtype).clone()
+            for t, p in zip(tensors, self.ctx.masks.params, strict=True)
         ]
+
+
+def _group_of(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str, Any]:
+    """The optimizer's parameter group that holds ``param``."""
+    for group in optimizer.param_groups:
+        if any(p is param for p in group["params"]):
+            return group
+    raise ValueError("the parameter is not in the optimizer")

@@ -2,16 +2,26 @@
 
 Two variants (``method.variant``):
 
-- ``decay`` (default; the form the paper uses): every iteration, among the weights of the
-  prunable set P the K = (1 - s) N_P of largest magnitude are not decayed at all while all other
-  weights of P are decayed with the coefficient wd_t = ``optim.weight_decay`` * f(t), which grows
-  during training, pushing the weights that would be pruned to zero. The decay is added to the
-  gradient in ``before_step`` (grad += wd_t w (1 - topK)); P gets no optimizer weight decay,
-  every other parameter keeps the run's. The growth f is ``wd_schedule``:
+- ``decay`` (default; the form the paper uses): every iteration the K = (1 - s) N_P ranked
+  entries of largest magnitude are not decayed at all while all other ranked entries are decayed
+  with the coefficient wd_t = ``optim.weight_decay`` * f(t), pushing the entries that would be
+  pruned to zero. The decay is added to the gradient in ``before_step``
+  (grad += wd_t w (1 - topK)); the ranked parameters get no optimizer weight decay, every other
+  parameter keeps the run's. f is ``wd_schedule``:
 
+  - ``constant`` (default): f = 1. This is the paper's code (ZIB-IOL/BIMP, latest
+    ``LC.during_training``: the optimizer's ordinary weight decay, cancelled on the top K), and
+    the paper: "LC: We only tune the weight decay", no extra hyperparameter.
   - ``geometric``: per iteration from ``wd_start_factor`` at the first to ``wd_end_factor`` at
-    the last iteration of the run (a constant ratio per iteration),
+    the last iteration of the run (a constant ratio per iteration); found in no version of the
+    reference, kept as an option,
   - ``epoch``: ``wd_start_factor`` * ``decay_growth`` ** epoch (multiplied every epoch).
+
+  Which entries are ranked (``method.rank_over``): ``all`` (default, the reference) ranks |w|
+  over every parameter with a gradient, BatchNorm weights and biases included, with K counting
+  only P, so at high sparsity BN parameters take kept slots and unselected ones are decayed;
+  ``prunable`` ranks only the weights of P (a correction of that accident: K is meant as the
+  number of weights of P that survive the final prune).
 
 - ``lc``: the original learning-compression algorithm. The L step trains on
   loss + mu/2 ||w - theta||^2 over P (the penalty's gradient mu (w - theta) is added directly to
@@ -21,9 +31,12 @@ Two variants (``method.variant``):
   ``c_step_every`` iterations (0: at the start of every epoch); mu is ``mu_0`` * ``mu_growth`` ** j
   after the j-th C step (j = 0 for the first one).
 
-Both variants end with global magnitude pruning to exactly s (in the ``lc`` variant that is the
-final C step) and record the pruning stability. Like GSM, LC can start from scratch or from a
-trained dense model (``from_pretrained``, ``parent_epochs``; the parent is shared as IMP's).
+Both variants end with global magnitude pruning of P to exactly s (in the ``lc`` variant that is
+the final C step), recompute BatchNorm's running statistics with one train-mode pass over the
+training split (``recompute_bn``, default true: the reference ran the final prune as an IMP step
+whose ``after_pruning_callback`` does that pass) and record the pruning stability. Like GSM, LC
+can start from scratch or from a trained dense model (``from_pretrained``, ``parent_epochs``;
+the parent is shared as IMP's).
 
 Implementation: the magnitudes, the top-K mask and the decay term live in flat buffers over P;
 per iteration there are two fused copies/adds, one ``torch.topk`` and no host synchronisation.
@@ -55,22 +68,25 @@ from methods.base import (
     register_method,
     validate_pretrained,
 )
+from methods.gsm import grads_of, ranked_parameters, validate_rank_over
 
 VARIANTS = ("decay", "lc")
-WD_SCHEDULES = ("geometric", "epoch")
+WD_SCHEDULES = ("constant", "geometric", "epoch")
 
 
 @dataclass
 class LCParams:
     """Hyperparameters of LC.
 
-    ``decay`` variant: ``wd_schedule`` with ``wd_start_factor``/``wd_end_factor`` (geometric) or
-    ``wd_start_factor``/``decay_growth`` (epoch). ``lc`` variant: ``mu_0``, ``mu_growth`` and
-    ``c_step_every`` (iterations; 0 = every epoch). ``from_pretrained``/``parent_epochs`` as GSM.
+    ``decay`` variant: ``wd_schedule`` ``constant`` (the reference), or ``geometric`` with
+    ``wd_start_factor``/``wd_end_factor``, or ``epoch`` with ``wd_start_factor``/``decay_growth``;
+    ``rank_over`` ``all`` (the reference) or ``prunable``. ``lc`` variant: ``mu_0``,
+    ``mu_growth`` and ``c_step_every`` (iterations; 0 = every epoch). ``from_pretrained``,
+    ``parent_epochs`` and ``recompute_bn`` as GSM.
     """
 
     variant: str = "decay"
-    wd_schedule: str = "geometric"
+    wd_schedule: str = "constant"
     wd_start_factor: float = 1.0
     wd_end_factor: float = 100.0
     decay_growth: float = 1.1
@@ -79,6 +95,8 @@ class LCParams:
     c_step_every: int = 0
     from_pretrained: bool = False
     parent_epochs: int = 10
+    rank_over: str = "all"
+    recompute_bn: bool = True
 
 
 # Grids of the paper, Appendix B.3: LC tunes only the weight decay (and, as every method, the
@@ -102,7 +120,7 @@ _PRESETS: dict[str, dict[str, list[Any]]] = {
 
 @register_method
 class LC(Method):
-    """Growing decay of the weights outside the top-K (or the original L/C steps); then prune."""
+    """Decay of the weights outside the top-K (or the original L/C steps); then prune."""
 
     name = "lc"
     Params = LCParams
@@ -111,7 +129,7 @@ class LC(Method):
         pruning_stable=True,
         sparsity_agnostic=False,
         extra_hyperparameters=0,
-        summary="learning-compression: growing decay of all but the top-K weights, then prune",
+        summary="learning-compression: decay of all but the top-K weights, then prune",
     )
     presets = _PRESETS
 
@@ -120,6 +138,7 @@ class LC(Method):
         self.work: FlatBuffer | None = None
         self.top: FlatBuffer | None = None
         self.theta: FlatBuffer | None = None
+        self.ranked: list[torch.nn.Parameter] = []
         self.keep = 0
         # The C steps done so far (lc variant); the last one's mu is mu_0 * mu_growth ** (n - 1).
         self.c_steps = 0
@@ -132,7 +151,7 @@ class LC(Method):
             p.wd_schedule in WD_SCHEDULES,
             "method.wd_schedule",
             p.wd_schedule,
-            "one of 'geometric', 'epoch'",
+            "one of 'constant', 'geometric', 'epoch'",
         )
         check(p.wd_start_factor > 0, "method.wd_start_factor", p.wd_start_factor, "a number > 0")
         check(
@@ -149,6 +168,7 @@ class LC(Method):
             wd = cfg.optim.weight_decay
             check(wd > 0, "optim.weight_decay", wd, "a number > 0 (LC's decay variant scales it)")
         validate_pretrained(cfg)
+        validate_rank_over(cfg)
 
     def parent_config(self) -> RunConfig | None:
         return pretrained_parent(self.cfg)
@@ -158,6 +178,8 @@ class LC(Method):
         """wd_t: the decay of the non-top-K weights of P at global iteration ``step``."""
         assert self.ctx is not None
         p = self.params
+        if p.wd_schedule == "constant":
+            return self.cfg.optim.weight_decay
         if p.wd_schedule == "epoch":
             factor = p.wd_start_factor * p.decay_growth ** (step // self.ctx.iters_per_epoch)
         else:
@@ -180,9 +202,14 @@ class LC(Method):
         super().setup(ctx, parent_state)
         params = ctx.masks.params
         self.keep = keep_count(ctx.masks, self.cfg.method.sparsity)
-        self.work = FlatBuffer(params)
-        self.top = FlatBuffer(params, dtype=torch.bool)
-        self.theta = FlatBuffer(params) if self.params.variant == "lc" else None
+        if self.params.variant == "lc":
+            self.ranked = list(params)
+            self.theta = FlatBuffer(params)
+        else:
+            self.ranked = ranked_parameters(ctx, self.params.rank_over)
+            self.theta = None
+        self.work = FlatBuffer(self.ranked)
+        self.top = FlatBuffer(self.ranked, dtype=torch.bool)
         self.c_steps = 0
 
     def param_groups(self) -> list[dict[str, Any]]:
@@ -190,10 +217,10 @@ class LC(Method):
             return super().param_groups()
         ctx = self.ctx
         assert ctx is not None
-        # P is decayed by before_step only (and not at all in its top K).
-        prunable = {id(p) for p in ctx.masks.params}
-        others = [p for p in ctx.model.parameters() if id(p) not in prunable]
-        groups: list[dict[str, Any]] = [{"params": list(ctx.masks.params), "weight_decay": 0.0}]
+        # The ranked parameters are decayed by before_step only (and not at all in their top K).
+        ranked = {id(p) for p in self.ranked}
+        others = [p for p in ctx.model.parameters() if id(p) not in ranked]
+        groups: list[dict[str, Any]] = [{"params": list(self.ranked), "weight_decay": 0.0}]
         if others:
             groups.append({"params": others})
         return groups
@@ -210,7 +237,7 @@ class LC(Method):
         ctx = self.ctx
         assert ctx is not None
         masks = compute_masks("global", ctx.prunable, self.cfg.method.sparsity)
-        self.final_prune_with_stability(masks)
+        self.final_prune_with_stability(masks, recompute_bn=self.params.recompute_bn)
         if self.params.variant == "decay":
             last = self.total_epochs() * ctx.iters_per_epoch - 1
             ctx.record["lc"] = {"final_decay": self.decay_coefficient(last)}
@@ -220,15 +247,14 @@ class LC(Method):
 
     # ---------------------------------------------------------------- the steps
     def decay_step(self, step: int) -> None:
-        """grad += wd_t w over the weights of P outside the K largest magnitudes."""
-        ctx = self.ctx
-        assert ctx is not None and self.work is not None and self.top is not None
-        params = ctx.masks.params
+        """grad += wd_t w over the ranked entries outside the K largest magnitudes."""
+        assert self.work is not None and self.top is not None
+        params = self.ranked
         with torch.no_grad():
             torch._foreach_copy_(self.work.views, params)
             topk_mask_(self.work.flat.abs(), self.keep, self.top.flat)
             self.work.flat.masked_fill_(self.top.flat, 0.0)
-            grads = [p.grad for p in params]
+            grads = grads_of(params)
             torch._foreach_add_(grads, self.work.views, alpha=self.decay_coefficient(step))
 
     def c_step(self) -> None:

@@ -253,3 +253,23 @@ def test_bimp_presets_are_the_papers_grids_and_valid(tmp_path: Path) -> None:
             tmp_path, "budget.epochs=90", f"budget.initial_epochs={t0}", f"budget.cycles={j}"
         )
         assert cfg.budget.initial_epochs == t0
+
+
+def test_first_bimp_cycle_starts_with_a_fresh_optimizer(tmp_path: Path) -> None:
+    # The paper's code runs T0 training and the cycles as two runs: no momentum carries over.
+    cfg = tiny_config(
+        tmp_path / "s",
+        "method.name='bimp'",
+        "budget.epochs=4",
+        "budget.initial_epochs=2",
+        "budget.cycles=2",
+    )
+    trainer = Trainer(cfg)
+    assert trainer.fit(stop_after=2) is None
+    assert any("momentum_buffer" in s for s in trainer.optimizer.state.values())
+    trainer.method.on_epoch_start(2)  # the first cycle prunes
+    assert not any("momentum_buffer" in s for s in trainer.optimizer.state.values())
+    # The second cycle keeps the optimizer (the reference's cycles share one run).
+    trainer.fit(stop_after=3)
+    trainer.method.on_epoch_start(3)
+    assert any("momentum_buffer" in s for s in trainer.optimizer.state.values())

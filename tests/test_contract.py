@@ -45,8 +45,25 @@ SMALL = {
 }
 
 
-def contract_config(store: Path, name: str) -> RunConfig:
-    """A 4-epoch digits run of method ``name`` at 80% goal sparsity."""
+# Every named option of a built-in method that changes how it trains: the paper code's
+# behaviour is each method's default, these are the alternatives (and the steps label).
+OPTIONS: list[tuple[str, tuple[str, ...]]] = [
+    ("gmp", ("method.variant='hard'",)),
+    ("gmp", ("method.steps=2",)),
+    ("dpf", ("method.steps=2",)),
+    ("gsm", ("method.rank_over='prunable'",)),
+    ("gsm", ("method.recompute_bn=false",)),
+    ("lc", ("method.rank_over='prunable'",)),
+    ("lc", ("method.wd_schedule='geometric'",)),
+    ("lc", ("method.recompute_bn=false",)),
+    ("cs", ("method.decay='once'",)),
+    ("dst", ("method.decay='once'",)),
+]
+CASES = [(name, ()) for name in ALL_METHODS] + [c for c in OPTIONS if c[0] in ALL_METHODS]
+
+
+def contract_config(store: Path, name: str, options: tuple[str, ...] = ()) -> RunConfig:
+    """A 4-epoch digits run of method ``name`` (with ``options``) at 80% goal sparsity."""
     return tiny_config(
         store,
         f"method.name={name}",
@@ -55,11 +72,12 @@ def contract_config(store: Path, name: str) -> RunConfig:
         "budget.initial_epochs=2",
         "budget.cycles=2",
         *SMALL.get(name, []),
+        *options,
     )
 
 
-@pytest.fixture(params=ALL_METHODS)
-def method_name(request: pytest.FixtureRequest) -> str:
+@pytest.fixture(params=CASES, ids=lambda c: "-".join([c[0], *(o[7:] for o in c[1])]))
+def case(request: pytest.FixtureRequest) -> tuple[str, tuple[str, ...]]:
     return request.param
 
 
@@ -68,8 +86,9 @@ def test_plugin_from_entry_point_is_registered() -> None:
 
 
 @pytest.mark.slow
-def test_contract(method_name: str, tmp_path: Path) -> None:
-    cfg = contract_config(tmp_path / "store", method_name)
+def test_contract(case: tuple[str, tuple[str, ...]], tmp_path: Path) -> None:
+    method_name, options = case
+    cfg = contract_config(tmp_path / "store", method_name, options)
     method_cls = get_method(method_name)
     record = execute(cfg)
     m = record["metrics"]
@@ -102,8 +121,11 @@ def test_contract(method_name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_pruned_weights_stay_zero_after_every_step(method_name: str, tmp_path: Path) -> None:
-    cfg = contract_config(tmp_path / "store", method_name)
+def test_pruned_weights_stay_zero_after_every_step(
+    case: tuple[str, tuple[str, ...]], tmp_path: Path
+) -> None:
+    method_name, options = case
+    cfg = contract_config(tmp_path / "store", method_name, options)
     _, parent = parent_weights(cfg, Store(cfg.output.dir))
     trainer = Trainer(cfg, None, parent)
     method = trainer.method

@@ -18,14 +18,26 @@ def test_interval_gives_steps_and_hand_computed_targets() -> None:
     assert sched.target(0) == 0.0 and sched.target(8) == 0.9
 
 
-def test_steps_give_interval() -> None:
-    # T = 10, P_s = 4: I = floor(10 / 5) = 2, goal at epoch 8, two epochs with the final mask.
-    sched = gradual_schedule(10, 0.5, steps=4)
-    assert (sched.interval, sched.epochs, sched.final_epoch) == (2, [2, 4, 6, 8], 8)
-    assert sched.target(4) == pytest.approx(0.5 * (1 - 0.5**3))
-    # The paper's CIFAR grid: 20 steps in 200 epochs prune every 9 epochs up to epoch 180.
-    paper = gradual_schedule(200, 0.9, steps=20)
-    assert (paper.interval, paper.final_epoch) == (9, 180)
+def test_steps_are_the_papers_label_t_over_i() -> None:
+    # The reference has only the interval I; the paper's "n pruning steps" is T / I.
+    # T = 20, n = 10: I = 2, P_s = 9 steps at epochs 2, ..., 18: the goal at the end of epoch 18.
+    sched = gradual_schedule(20, 0.5, steps=10)
+    assert (sched.interval, sched.steps, sched.final_epoch) == (2, 9, 18)
+    assert sched.epochs == list(range(2, 19, 2))
+    assert sched.target(9) == pytest.approx(0.5 * (1 - 0.5**3))
+    # The paper's grids: {20, 100} in 200 epochs, {5, 9, 18, 45} in 90 (ImageNet).
+    cifar = {n: gradual_schedule(200, 0.9, steps=n) for n in (20, 100)}
+    assert {n: (s.interval, s.final_epoch) for n, s in cifar.items()} == {
+        20: (10, 190),
+        100: (2, 198),
+    }
+    imagenet = {n: gradual_schedule(90, 0.9, steps=n) for n in (5, 9, 18, 45)}
+    assert {n: (s.interval, s.final_epoch) for n, s in imagenet.items()} == {
+        5: (18, 72),
+        9: (10, 80),
+        18: (5, 85),
+        45: (2, 88),
+    }
 
 
 def test_default_prunes_after_every_epoch() -> None:
@@ -56,7 +68,8 @@ def test_current_target_is_the_last_pruning_epoch_passed() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"steps": 5}, "method.steps"),  # I = floor(5 / 6) = 0: no step fits
+        ({"steps": 6}, "method.steps"),  # I = floor(5 / 6) = 0: no step fits
+        ({"steps": 1}, "method.steps"),  # I = 5: no step before the final interval
         ({"interval": 3}, "method.interval"),  # P_s = floor(5 / 3) - 1 = 0
         ({"steps": 2, "interval": 1}, "method.steps"),  # only one of the two
         ({"steps": -1}, "method.steps"),

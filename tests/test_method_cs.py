@@ -57,9 +57,10 @@ def test_forward_weight_is_softly_masked() -> None:
     # w sigmoid(2 m) / sigmoid(0) = 2 w (sigmoid(-2), sigmoid(0), sigmoid(1))
     expected = torch.tensor([2 * 0.11920292, 2.0, -6 * 0.73105858])
     assert torch.allclose(reparam(w), expected, atol=1e-6)
-    # The final form: w [m > 0] / sigmoid(s0); m = 0 is pruned.
+    # The final form (the paper's code): w sigmoid(beta m) / sigmoid(s0) [m > 0]; m = 0 pruned.
     reparam.final = True
-    assert torch.equal(reparam(w), torch.tensor([0.0, 0.0, -6.0]))
+    assert torch.allclose(reparam(w), torch.tensor([0.0, 0.0, -6 * 0.73105858]), atol=1e-6)
+    assert float(reparam(w).detach()[1]) == 0.0
 
 
 def test_training_starts_from_the_unmasked_network() -> None:
@@ -83,8 +84,29 @@ def test_l1_term_is_lambda_times_the_sum_of_the_gates(tmp_path: Path) -> None:
     assert all(r.logits.grad is not None for r in method.reparams)
 
 
+def effective_decay(trainer: Trainer) -> dict[int, float]:
+    """The weight decay each parameter gets from its optimizer group, by parameter id."""
+    return {id(p): g["weight_decay"] for g in trainer.optimizer.param_groups for p in g["params"]}
+
+
+def test_reference_decays_weights_twice_and_logits_once(tmp_path: Path) -> None:
+    # The paper's code adds 1/2 wd ||w||^2 over P to the loss and keeps SGD's weight decay on
+    # every parameter, mask logits included.
+    trainer = Trainer(cs_config(tmp_path, "optim.weight_decay=0.001"))
+    method: CS = trainer.method  # type: ignore[assignment]
+    assert method.params.decay == "reference"
+    decay = effective_decay(trainer)
+    assert len(decay) == len(list(trainer.model.parameters()))
+    prunable = {id(p) for p in trainer.ctx.masks.params}
+    logits = {id(r.logits) for r in method.reparams}
+    for p in trainer.model.parameters():
+        expected = 0.002 if id(p) in prunable else 0.001
+        assert decay[id(p)] == pytest.approx(expected), p.shape
+    assert logits and all(decay[i] == 0.001 for i in logits)
+
+
 def test_weight_decay_applies_once_not_to_the_logits(tmp_path: Path) -> None:
-    trainer = Trainer(cs_config(tmp_path))
+    trainer = Trainer(cs_config(tmp_path, "method.decay='once'"))
     method: CS = trainer.method  # type: ignore[assignment]
     base, logits = trainer.optimizer.param_groups
     assert base["weight_decay"] == 5e-4 and logits["weight_decay"] == 0.0
@@ -100,9 +122,10 @@ def test_final_weights_use_the_hard_mask_and_model_is_plain(tmp_path: Path) -> N
     assert trainer.fit(stop_after=3) is None
     method: CS = trainer.method  # type: ignore[assignment]
     scale = 1 + math.exp(-0.05)
+    # The paper's code keeps the soft-masked weight at beta_final under the binary mask.
     with torch.no_grad():
         expected = [
-            p * (r.logits > 0) * scale
+            p * torch.sigmoid(300.0 * r.logits) * scale * (r.logits > 0)
             for r, p in zip(method.reparams, trainer.ctx.masks.params, strict=True)
         ]
     metrics = trainer.fit()
@@ -111,7 +134,8 @@ def test_final_weights_use_the_hard_mask_and_model_is_plain(tmp_path: Path) -> N
     layers = [m for m in trainer.model.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
     for layer, param, exp in zip(layers, trainer.ctx.masks.params, expected, strict=True):
         assert type(layer) in (nn.Conv2d, nn.Linear) and layer.weight is param
-        assert torch.equal(param.detach(), exp)
+        torch.testing.assert_close(param.detach(), exp)
+        assert torch.equal(param.detach() == 0, exp == 0)
     assert 0 < metrics["sparsity"] < 1
     assert trainer.ctx.masks.sparsity() == pytest.approx(metrics["sparsity"], abs=1e-12)
     stability = metrics["stability"]
@@ -169,9 +193,45 @@ def test_every_preset_value_is_a_valid_setting(tmp_path: Path, preset: str) -> N
         ("method.l1=-1e-8", "method.l1"),
         ("method.l1=nan", "method.l1"),
         ("method.mask_init=inf", "method.mask_init"),
+        ("method.decay='twice'", "method.decay"),
     ],
 )
 def test_invalid_hyperparameters_name_the_field(tmp_path: Path, override: str, field: str) -> None:
     with pytest.raises(ConfigError) as err:
         cs_config(tmp_path, override)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("name", ["cs", "dst"])
+def test_reference_decay_step_equals_the_papers_loss_term(tmp_path: Path, name: str) -> None:
+    # The paper's code: loss + 1/2 wd ||w_P||^2, one SGD group with weight decay wd for every
+    # parameter. The first optimizer step of prunebench's CS/DST must be the same step.
+    wd = 0.01
+    cfg = tiny_config(tmp_path / "s", f"method.name={name!r}", f"optim.weight_decay={wd}")
+    trainer = Trainer(cfg)
+    model, method = trainer.model, trainer.method
+    x, y = next(iter(trainer.data.train_batches(0, cfg.seed)))
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def step(optimizer: torch.optim.Optimizer, loss_term: bool) -> dict[str, torch.Tensor]:
+        model.load_state_dict(start)
+        for group in optimizer.param_groups:
+            group["lr"] = 0.1
+        method.before_forward(0)
+        loss = nn.functional.cross_entropy(model(x), y)
+        extra = method.extra_loss(0)
+        if extra is not None:
+            loss = loss + extra
+        if loss_term:
+            loss = loss + 0.5 * wd * sum((p**2).sum() for p in trainer.ctx.masks.params)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    ours = step(trainer.optimizer, loss_term=False)
+    reference = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=wd)
+    theirs = step(reference, loss_term=True)
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        torch.testing.assert_close(ours[key], theirs[key], rtol=1e-5, atol=1e-7, msg=key)

@@ -168,7 +168,7 @@ def test_resume_is_exact(tmp_path: Path) -> None:
     ("override", "field"),
     [
         ("method.refresh_every=0", "method.refresh_every"),
-        ("method.steps=4", "method.steps"),
+        ("method.steps=5", "method.steps"),
         ("method.interval=3", "method.interval"),
     ],
 )
@@ -188,3 +188,11 @@ def test_params_and_presets() -> None:
         assert all(key in fields or "." in key for key in preset)
     assert DPF.info.sparsity_specifiable and DPF.info.pruning_stable
     assert not DPF.info.sparsity_agnostic
+
+
+def test_steps_label_is_t_over_i_as_in_the_papers_code() -> None:
+    # T = 20 and the label "10 steps": the reference prunes every 2 epochs, goal after epoch 18.
+    cfg = load_config(None, ["method.name='dpf'", "budget.epochs=20", "method.steps=10"])
+    schedule = DPF(cfg).schedule
+    assert (schedule.interval, schedule.final_epoch) == (2, 18)
+    assert schedule.epochs == list(range(2, 19, 2))

@@ -97,8 +97,20 @@ def test_penalty_is_alpha_times_sum_of_exp_minus_thresholds(tmp_path: Path) -> N
     assert all(bool((p.grad < 0).all()) for p in method.thresholds)
 
 
+def test_reference_decays_weights_twice_and_thresholds_once(tmp_path: Path) -> None:
+    # The paper's code: 1/2 wd ||w||^2 over P in the loss plus SGD's decay on every parameter.
+    trainer = Trainer(dst_config(tmp_path, "optim.weight_decay=0.001"))
+    method: DST = trainer.method  # type: ignore[assignment]
+    decay = {id(p): g["weight_decay"] for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert len(decay) == len(list(trainer.model.parameters()))
+    prunable = {id(p) for p in trainer.ctx.masks.params}
+    for p in trainer.model.parameters():
+        assert decay[id(p)] == pytest.approx(0.002 if id(p) in prunable else 0.001)
+    assert method.thresholds and all(decay[id(t)] == 0.001 for t in method.thresholds)
+
+
 def test_one_threshold_per_output_channel_without_weight_decay(tmp_path: Path) -> None:
-    trainer = Trainer(dst_config(tmp_path))
+    trainer = Trainer(dst_config(tmp_path, "method.decay='once'"))
     method: DST = trainer.method  # type: ignore[assignment]
     shapes = [p.shape[0] for p in trainer.ctx.masks.params]
     assert [p.shape for p in method.thresholds] == [torch.Size([k]) for k in shapes]

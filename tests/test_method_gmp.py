@@ -79,7 +79,9 @@ def test_final_mask_holds_for_the_last_interval(
 
 def test_hard_variant_never_revives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     snapshots = record_masks(monkeypatch)
-    cfg = gmp_config(tmp_path / "s", "budget.epochs=5", "method.sparsity=0.9")
+    cfg = gmp_config(
+        tmp_path / "s", "budget.epochs=5", "method.sparsity=0.9", "method.variant='hard'"
+    )
     trainer = Trainer(cfg)
     trainer.fit()
     assert len(snapshots) == 4  # P_s = 5 - 1 steps with the default interval of one epoch
@@ -89,19 +91,56 @@ def test_hard_variant_never_revives(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert sum(int(a.sum()) for a in after) < sum(int(b.sum()) for b in before)
 
 
-def test_soft_variant_revives_a_weight_with_its_old_value(tmp_path: Path) -> None:
+def soft_trainer(store: Path) -> Trainer:
+    """A soft GMP run (steps at epochs 2, 4, 6) stopped one epoch after its first step."""
     cfg = gmp_config(
-        tmp_path / "s",
+        store,
         "budget.epochs=8",
         "method.interval=2",
         "method.variant='soft'",
         "method.sparsity=0.9",
+        "optim.weight_decay=0.01",
+        "optim.nesterov=true",
     )
     trainer = Trainer(cfg)
-    # Steps at epochs 2, 4, 6: stop one epoch after the first so momentum builds up.
     assert trainer.fit(stop_after=3) is None
+    return trainer
+
+
+def test_soft_is_the_default_variant() -> None:
+    assert GMPParams().variant == "soft"
+
+
+def test_soft_pruned_weights_keep_decaying_like_an_sgd_step(tmp_path: Path) -> None:
+    trainer = soft_trainer(tmp_path / "s")
     method: GMP = trainer.method  # type: ignore[assignment]
-    assert method.background is not None
+    assert method.background is not None and method.background_momentum is not None
+    # An epoch of training after the first step moved the pruned entries: decay shrank them
+    # and gave them momentum (the frozen background of a plain hard mask would not move).
+    pruned = [m == 0 for m in trainer.ctx.masks.masks]
+    assert any(
+        bool((b[p] != 0).any()) for b, p in zip(method.background_momentum, pruned, strict=True)
+    )
+    # One more step is exactly torch's SGD step of the background with a zero gradient.
+    group = trainer.optimizer.param_groups[0]
+    group["lr"] = 0.05
+    ref = [torch.nn.Parameter(b.clone()) for b in method.background]
+    sgd = torch.optim.SGD(ref, lr=0.05, momentum=0.9, weight_decay=0.01, nesterov=True)
+    for r, buf in zip(ref, method.background_momentum, strict=True):
+        r.grad = torch.zeros_like(r)
+        sgd.state[r]["momentum_buffer"] = buf.clone()
+    sgd.step()
+    method._decay_background()
+    for r, b in zip(ref, method.background, strict=True):
+        torch.testing.assert_close(b, r.detach(), rtol=1e-6, atol=1e-9)
+    # Kept entries are zero in the background and stay zero.
+    assert all(bool((b[~p] == 0).all()) for b, p in zip(method.background, pruned, strict=True))
+
+
+def test_soft_variant_revives_a_weight_with_its_value_and_momentum(tmp_path: Path) -> None:
+    trainer = soft_trainer(tmp_path / "s")
+    method: GMP = trainer.method  # type: ignore[assignment]
+    assert method.background is not None and method.background_momentum is not None
     masks, params = trainer.ctx.masks.masks, trainer.ctx.masks.params
     layer = 1
     pruned = torch.nonzero(masks[layer].reshape(-1) == 0).flatten()
@@ -109,19 +148,20 @@ def test_soft_variant_revives_a_weight_with_its_old_value(tmp_path: Path) -> Non
     idx = int(pruned[0])
     # The background holds the pruned value; make it the largest so the new mask must keep it.
     method.background[layer].view(-1)[idx] = 5.0
+    method.background_momentum[layer].view(-1)[idx] = 0.25
     buffer = trainer.optimizer.state[params[layer]]["momentum_buffer"]
-    assert float(buffer.view(-1)[idx]) != 0  # gradients reached the pruned entry's momentum
     method.prune_step(4)
     assert masks is not trainer.ctx.masks.masks
     assert bool(trainer.ctx.masks.masks[layer].view(-1)[idx] != 0)
     assert float(params[layer].detach().view(-1)[idx]) == 5.0
-    assert float(buffer.view(-1)[idx]) == 0.0  # revived entries restart from zero momentum
+    assert float(buffer.view(-1)[idx]) == 0.25  # a revived entry keeps its momentum
     assert trainer.ctx.record["pruning_steps"][-1]["revived"] >= 1
-    # Newly pruned entries have zero momentum and zero weights; their values went to background.
+    # Every pruned entry has zero momentum and zero weight; their values went to background.
     mask = trainer.ctx.masks.masks[layer]
     assert bool((buffer[mask == 0] == 0).all())
     assert bool((params[layer].detach()[mask == 0] == 0).all())
     assert bool((method.background[layer][mask != 0] == 0).all())
+    assert all(bool((b == 0).all()) for b in method.background_momentum)
 
 
 def test_cyclic_lr_restarts_at_each_pruning_step(tmp_path: Path) -> None:
@@ -175,8 +215,9 @@ def test_uniform_plus_keeps_first_conv_dense(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("variant", ["hard", "soft"])
 def test_resume_is_exact(tmp_path: Path, variant: str) -> None:
-    # Strong weight decay shrinks kept weights below the frozen background ones, so the soft
-    # variant revives weights at its last step from background values held in the checkpoint.
+    # Strong weight decay shrinks kept weights faster than the background ones (no gradient
+    # pushes back on those), so the soft variant revives weights at its last step from
+    # background values and momentum held in the checkpoint.
     cfg = gmp_config(
         tmp_path / "s",
         "budget.epochs=4",
@@ -197,7 +238,8 @@ def test_resume_is_exact(tmp_path: Path, variant: str) -> None:
         ("method.variant='medium'", "method.variant"),
         ("method.lr_schedule='cosine'", "method.lr_schedule"),
         ("method.criterion='largest'", "method.criterion"),
-        ("method.steps=10", "method.steps"),
+        ("method.steps=11", "method.steps"),
+        ("method.steps=1", "method.steps"),
         ("method.interval=6", "method.interval"),
     ],
 )
@@ -207,8 +249,29 @@ def test_invalid_hyperparameters_name_the_field(override: str, field: str) -> No
     assert err.value.field == field
 
 
+def test_ten_steps_in_twenty_epochs_reach_the_goal_after_epoch_18(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The paper's label "n pruning steps" is T / I in its code: I = 2, 9 steps, goal at 18.
+    snapshots = record_masks(monkeypatch)
+    cfg = gmp_config(
+        tmp_path / "s",
+        "budget.epochs=20",
+        "method.steps=10",
+        "method.sparsity=0.9",
+        "data.batch_size=1024",  # two iterations per epoch keep 20 epochs fast
+    )
+    assert GMP(cfg).schedule.final_epoch == 18
+    trainer = Trainer(cfg)
+    trainer.fit()
+    steps = trainer.ctx.record["pruning_steps"]
+    assert [s["epoch"] for s in steps] == list(range(2, 19, 2))
+    assert steps[-1]["sparsity"] == pytest.approx(0.9, abs=1e-3)
+    assert len(snapshots) == 9
+
+
 def test_params_and_presets() -> None:
-    assert GMPParams() == GMPParams(0, 0, "global", "hard", "original")
+    assert GMPParams() == GMPParams(0, 0, "global", "soft", "original")
     fields = set(GMPParams.__dataclass_fields__)
     for name in ("cifar10", "cifar100", "imagenet"):
         assert name in GMP.presets

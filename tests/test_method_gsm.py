@@ -32,7 +32,8 @@ def backward_once(trainer: Trainer) -> None:
 
 
 def test_hook_keeps_exactly_the_top_q_gradients_and_zeroes_the_rest(tmp_path: Path) -> None:
-    trainer = Trainer(gsm_config(tmp_path / "s", "method.sparsity=0.7"))
+    cfg = gsm_config(tmp_path / "s", "method.sparsity=0.7", "method.rank_over='prunable'")
+    trainer = Trainer(cfg)
     backward_once(trainer)
     params = trainer.ctx.masks.params
     prunable = {id(p) for p in params}
@@ -58,6 +59,37 @@ def test_hook_keeps_exactly_the_top_q_gradients_and_zeroes_the_rest(tmp_path: Pa
     for name, p in trainer.model.named_parameters():
         if id(p) not in prunable:
             assert torch.equal(p.grad, others[name])  # parameters outside P train normally
+
+
+def test_reference_ranks_every_parameter_with_a_gradient(tmp_path: Path) -> None:
+    # The paper's code: |w * g| over all parameters (BN and biases too), Q counted over P only.
+    trainer = Trainer(gsm_config(tmp_path / "s", "method.sparsity=0.99"))
+    assert trainer.method.params.rank_over == "all"
+    backward_once(trainer)
+    named = list(trainer.model.named_parameters())
+    before = [p.grad.clone() for _, p in named]
+    n = trainer.ctx.masks.num_prunable()
+    q = n - round(0.99 * n)
+    selected = magnitude_topk_masks(
+        [(p.detach() * g).abs() for (_, p), g in zip(named, before, strict=True)], q
+    )
+    trainer.method.before_step(0)
+    for (_, p), g0, s in zip(named, before, selected, strict=True):
+        assert torch.equal(p.grad[s], g0[s])
+        assert torch.all(p.grad[~s] == 0)
+    # BatchNorm parameters take some of the Q slots, so fewer than Q weights of P keep theirs.
+    bn = {
+        id(p)
+        for m in trainer.model.modules()
+        if isinstance(m, nn.BatchNorm2d)
+        for p in m.parameters()
+    }
+    prunable = {id(p) for p in trainer.ctx.masks.params}
+    count = {
+        kind: sum(int(s.sum()) for (_, p), s in zip(named, selected, strict=True) if id(p) in ids)
+        for kind, ids in (("bn", bn), ("p", prunable))
+    }
+    assert count["bn"] > 0 and count["p"] < q
 
 
 def test_unselected_weights_move_only_by_weight_decay(tmp_path: Path) -> None:
@@ -131,6 +163,7 @@ def test_resume_from_pretrained_is_exact(tmp_path: Path) -> None:
     ("override", "field"),
     [
         ("method.parent_epochs=0", "method.parent_epochs"),
+        ("method.rank_over='bn'", "method.rank_over"),
         ("method.from_pretrained=1", "method.from_pretrained"),
         ("method.momentum=0.9", "method.momentum"),
         ("optim.momentum=1.0", "optim.momentum"),
@@ -143,7 +176,9 @@ def test_invalid_hyperparameters_name_the_field(override: str, field: str) -> No
 
 
 def test_params_presets_and_info() -> None:
-    assert GSMParams() == GSMParams(from_pretrained=False, parent_epochs=10)
+    assert GSMParams() == GSMParams(
+        from_pretrained=False, parent_epochs=10, rank_over="all", recompute_bn=True
+    )
     assert {"cifar10", "cifar100", "imagenet", "imagenet-pretrained"} <= set(GSM.presets)
     assert GSM.presets["cifar10"]["optim.momentum"] == [0.9, 0.95, 0.99]
     assert GSM.presets["cifar100"]["optim.momentum"] == [0.9, 0.95, 0.99]

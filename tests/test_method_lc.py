@@ -1,4 +1,4 @@
-"""LC: decay outside the top-K, growing decay, the L/C-step variant, exact end, parents, resume."""
+"""LC: decay outside the top-K (constant or growing), the L/C-step variant, exact end, resume."""
 
 from __future__ import annotations
 
@@ -32,7 +32,13 @@ def top_k(params: list[torch.Tensor], sparsity: float) -> list[torch.Tensor]:
 
 
 def test_decay_reaches_only_the_weights_outside_the_top_k(tmp_path: Path) -> None:
-    cfg = lc_config(tmp_path / "s", "method.sparsity=0.8", "optim.weight_decay=0.01")
+    cfg = lc_config(
+        tmp_path / "s",
+        "method.sparsity=0.8",
+        "optim.weight_decay=0.01",
+        "method.rank_over='prunable'",
+        "method.wd_schedule='geometric'",
+    )
     trainer = Trainer(cfg)
     assert trainer.fit(stop_after=1) is None
     method: LC = trainer.method  # type: ignore[assignment]
@@ -60,9 +66,45 @@ def test_decay_reaches_only_the_weights_outside_the_top_k(tmp_path: Path) -> Non
     assert groups[1]["params"] == others and groups[1]["weight_decay"] == 0.01
 
 
+def test_reference_decay_is_constant_and_ranks_every_parameter(tmp_path: Path) -> None:
+    # The paper's code: the optimizer's weight decay on all but the top K of |w| over every
+    # parameter with a gradient (BN included), K counted over P; constant over training.
+    cfg = lc_config(tmp_path / "s", "method.sparsity=0.99", "optim.weight_decay=0.01")
+    trainer = Trainer(cfg)
+    method: LC = trainer.method  # type: ignore[assignment]
+    total = 3 * trainer.ipe
+    assert {method.decay_coefficient(s) for s in range(total)} == {0.01}
+    assert trainer.fit(stop_after=1) is None
+    named = list(trainer.model.named_parameters())
+    params = [p for _, p in named]
+    x, y = next(iter(trainer.data.train_batches(1, cfg.seed)))
+    trainer.optimizer.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(trainer.model(x), y).backward()
+    before = [p.grad.clone() for p in params]
+    method.before_step(trainer.ipe)
+    n = trainer.ctx.masks.num_prunable()
+    top = magnitude_topk_masks([p.detach().abs() for p in params], n - round(0.99 * n))
+    for p, g0, m in zip(params, before, top, strict=True):
+        added = p.grad - g0
+        assert torch.all(added[m] == 0)
+        torch.testing.assert_close(added[~m], 0.01 * p.detach()[~m])
+    bn = {
+        id(p)
+        for m in trainer.model.modules()
+        if isinstance(m, nn.BatchNorm2d)
+        for p in m.parameters()
+    }
+    assert sum(int(m.sum()) for p, m in zip(params, top, strict=True) if id(p) in bn) > 0
+    # Every ranked parameter is decayed by the hook only.
+    groups = trainer.optimizer.param_groups
+    assert len(groups) == 1 and groups[0]["weight_decay"] == 0.0
+    assert [id(p) for p in groups[0]["params"]] == [id(p) for p in params]
+
+
 def test_geometric_decay_grows_from_start_to_end_factor(tmp_path: Path) -> None:
     cfg = lc_config(
         tmp_path / "s",
+        "method.wd_schedule='geometric'",
         "optim.weight_decay=0.001",
         "method.wd_start_factor=2.0",
         "method.wd_end_factor=50.0",
@@ -160,7 +202,12 @@ def test_execute_reaches_exact_sparsity_with_exact_zeros(tmp_path: Path, variant
 
 
 def test_growing_decay_makes_lc_nearly_pruning_stable(tmp_path: Path) -> None:
-    cfg = lc_config(tmp_path / "s", "budget.epochs=10", "optim.weight_decay=0.05")
+    cfg = lc_config(
+        tmp_path / "s",
+        "budget.epochs=10",
+        "optim.weight_decay=0.05",
+        "method.wd_schedule='geometric'",
+    )
     stability = execute(cfg)["metrics"]["stability"]
     assert stability["acc_before"] > 0.8
     assert stability["pruning_stability"] > 0.9
@@ -184,6 +231,7 @@ def test_from_pretrained_variants_share_one_dense_parent(tmp_path: Path) -> None
     "overrides",
     [
         ("method.wd_schedule='epoch'",),
+        ("method.rank_over='prunable'", "method.wd_schedule='geometric'"),
         # C steps every 4 of 11 iterations: theta of a mid-epoch C step comes from the checkpoint.
         ("method.variant='lc'", "method.c_step_every=4"),
     ],
@@ -197,6 +245,7 @@ def test_resume_is_exact(tmp_path: Path, overrides: tuple[str, ...]) -> None:
     ("override", "field"),
     [
         ("method.variant='admm'", "method.variant"),
+        ("method.rank_over='weights'", "method.rank_over"),
         ("method.wd_schedule='cosine'", "method.wd_schedule"),
         ("method.wd_start_factor=0", "method.wd_start_factor"),
         ("method.wd_end_factor=0.5", "method.wd_end_factor"),
@@ -222,7 +271,7 @@ def test_lc_variant_accepts_zero_weight_decay() -> None:
 def test_params_presets_and_info() -> None:
     assert LCParams() == LCParams(
         variant="decay",
-        wd_schedule="geometric",
+        wd_schedule="constant",
         wd_start_factor=1.0,
         wd_end_factor=100.0,
         decay_growth=1.1,
@@ -231,6 +280,8 @@ def test_params_presets_and_info() -> None:
         c_step_every=0,
         from_pretrained=False,
         parent_epochs=10,
+        rank_over="all",
+        recompute_bn=True,
     )
     assert {"cifar10", "cifar100", "imagenet", "imagenet-pretrained"} <= set(LC.presets)
     assert LC.presets["cifar10"]["optim.weight_decay"] == [1e-4, 5e-4, 1e-3, 5e-3]

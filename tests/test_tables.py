@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 
 from benchmark.bench_tables import synthetic_plan, synthetic_store
+from benchmark.errors import ConfigError
 from benchmark.experiments.base import PLAN_COLUMNS, Block, TableLayout
-from benchmark.paper_numbers import MISSING_NOTE
+from benchmark.paper_numbers import MISSING_NOTE, load_paper_table
 from benchmark.tables import (
+    TableRules,
     aggregate,
     build_table,
     render_csv,
@@ -49,7 +51,7 @@ def _store(records: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
     )
 
 
-def test_selection_picks_best_mean_validation_and_reports_its_test_mean_and_population_std():
+def test_selection_picks_best_mean_validation_and_reports_its_test_mean_and_sample_std():
     # Config "a" has the best single validation run, "b" the best mean over seeds: b wins.
     plan = _plan(
         [
@@ -72,7 +74,7 @@ def test_selection_picks_best_mean_validation_and_reports_its_test_mean_and_popu
     row = best.iloc[0]
     assert row["tuned"] == "b"
     assert row["accuracy"] == pytest.approx(85.0)
-    assert row["accuracy_std"] == pytest.approx(5.0)  # ddof = 0
+    assert row["accuracy_std"] == pytest.approx(5.0 * math.sqrt(2))  # ddof = 1 by default
     assert (row["accuracy_min"], row["accuracy_max"]) == pytest.approx((80.0, 90.0))
     assert counts.iloc[0][["planned", "missing"]].tolist() == [4, 0]
 
@@ -90,10 +92,15 @@ def test_unspecified_sparsity_lands_in_the_column_within_a_quarter_percent():
     assert dict(zip(best["goal"], best["tuned"], strict=True)) == {90.0: "near90", 95.0: "near95"}
 
     layout = TableLayout(blocks=(Block((90.0, 93.0, 95.0), (("s", ("CS",)),)),))
-    table = build_table("t", "smoke", layout, plan, store)
+    strict = TableRules(max_distance=0)
+    table = build_table("t", "smoke", layout, plan, store, rules=strict)
     cells = [v.status for v in table.blocks[0].groups[0][0].values]
     assert cells == ["ok", "none", "ok"]  # 93%: no configuration lands there -> "---"
-    assert "| CS | **90.00 ± 0.00**¹ | --- | **70.00 ± 0.00**¹ |" in render_markdown(table)
+    assert "| CS | **90.00**¹ | --- | **70.00**¹ |" in render_markdown(table)  # one seed: no std
+    # By default the closest configuration (92%) fills the 93% column: 1 point away, in no
+    # other column's interval.
+    table = build_table("t", "smoke", layout, plan, store)
+    assert [v.mean for v in table.blocks[0].groups[0][0].values] == [90.0, 99.0, 70.0]
 
 
 def _two_row_table(
@@ -194,3 +201,101 @@ def test_ten_thousand_synthetic_runs_aggregate_into_one_table():
     assert len(plan) == 10_000
     table = build_table("t", "paper", layout, plan, synthetic_store(plan, missing=0.01))
     assert table.planned == 10_000 and 0 < table.missing < 300
+
+
+def _seed_pair_store() -> tuple[pd.DataFrame, pd.DataFrame]:
+    plan = _plan([("a0", "s", "A", 90.0, "", "a", 0), ("a1", "s", "A", 90.0, "", "a", 1)])
+    return plan, _store({"a0": (0.8, 0.80, 0.9), "a1": (0.8, 0.90, 0.9)})
+
+
+def test_std_over_seeds_is_the_sample_std_unless_ddof_0_is_asked_for():
+    plan, store = _seed_pair_store()
+    sample, _ = aggregate(plan, store)
+    population, _ = aggregate(plan, store, rules=TableRules(ddof=0))
+    # Two seeds, 80 and 90: pandas' (and the W&B export's) std is 7.07, numpy's default 5.
+    assert sample.iloc[0]["accuracy_std"] == pytest.approx(pd.Series([80.0, 90.0]).std())
+    assert population.iloc[0]["accuracy_std"] == pytest.approx(5.0)
+    with pytest.raises(ConfigError, match="ddof"):
+        TableRules(ddof=2)
+
+
+def test_a_single_seed_prints_its_mean_without_an_undefined_sample_std():
+    plan, store = _seed_pair_store()
+    layout = TableLayout(blocks=(Block((90.0,), (("s", ("A",)),)),))
+    table = build_table("t", "smoke", layout, plan[plan["seed"] == 0], store)
+    assert table.blocks[0].groups[0][0].values[0].std is None
+    assert "| A | **80.00**¹ |" in render_markdown(table)
+
+
+def test_table_cli_takes_the_std_ddof(tmp_path, capsys):
+    from benchmark.cli import main
+
+    args = ["table", "appendix-ALLR-AccALLR-Comparison", "--store", str(tmp_path)]
+    assert main([*args, "--scale", "smoke", "--ddof", "0", "--max-distance", "0"]) == 0
+    with pytest.raises(SystemExit):
+        main([*args, "--ddof", "3"])
+    assert "--ddof" in capsys.readouterr().err
+
+
+def test_highlights_rank_unrounded_means_so_values_printing_the_same_differ():
+    plan = _plan([(r, "s", r, 90.0, "", "t", 0) for r in "ABCD"])
+    # A and B both print 93.35, C and D both 93.00: the paper gives each its own colour.
+    store = _store(
+        {r: (a, a, 0.9) for r, a in zip("ABCD", (0.93351, 0.93349, 0.93001, 0.92999), strict=True)}
+    )
+    layout = TableLayout(blocks=(Block((90.0,), (("s", tuple("ABCD")),)),))
+    line = build_table("t", "smoke", layout, plan, store).blocks[0].groups[0]
+    assert [ln.values[0].highlight for ln in line] == ["first", "second", "third", ""]
+
+
+PLACED_TABLES = ("stable-unstable-results", "appendix-cifar10-results", "appendix-cifar100-results")
+
+
+def _paper_placement(table_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict, pd.DataFrame]:
+    """One configuration per sparsity the paper prints for CS, STR and DST (no goal), a plan and
+    a store holding them, the goal columns per section, and the paper's own cells."""
+    paper = load_paper_table(table_id)
+    cells = paper[(paper["metric"] == "sparsity") & paper["row"].isin(["CS", "STR", "DST"])]
+    printed = cells[cells["mean"].notna()]
+    rows, records = [], {}
+    for i, c in enumerate(printed.itertuples()):
+        rid = f"{c.section}-{c.row}-{i}"
+        rows.append((rid, c.section, c.row, math.nan, "", f"cfg{i}", 0))
+        records[rid] = (0.5, 0.5, float(c.mean) / 100)
+    goals = {
+        section: tuple(sorted(group["sparsity"].dropna().unique()))
+        for section, group in paper.groupby("section")
+    }
+    return _plan(rows), _store(records), goals, cells
+
+
+@pytest.mark.parametrize("table_id", PLACED_TABLES)
+def test_methods_without_a_goal_sparsity_are_placed_where_the_paper_prints_them(table_id):
+    plan, store, goals, cells = _paper_placement(table_id)
+    best, _ = aggregate(plan, store, goals)
+    placed = {
+        (r["section"], r["row"], r["goal"]): round(r["sparsity"], 2) for _, r in best.iterrows()
+    }
+    expected = {
+        (c.section, c.row, float(c.sparsity)): float(c.mean)
+        for c in cells.itertuples()
+        if not (isinstance(c.note, str) and c.note)
+    }
+    assert placed == pytest.approx(expected)  # every printed cell, and no "---" cell, is filled
+
+
+def test_the_papers_seventeen_out_of_interval_cells_need_the_closest_configuration_fallback():
+    outside, dashes = 0, 0
+    for table_id in PLACED_TABLES:
+        plan, store, goals, cells = _paper_placement(table_id)
+        strict, _ = aggregate(plan, store, goals, TableRules(max_distance=0))
+        fallback, _ = aggregate(plan, store, goals)
+        outside += len(fallback) - len(strict)
+        assert (abs(strict["sparsity"] - strict["goal"]) <= 0.25 + 1e-9).all()
+        dashes += cells["note"].fillna("").astype(bool).sum()
+    assert (outside, dashes) == (17, 3)
+    # The farthest the paper placed: STR at 75.34% in the 70% ImageNet column. A smaller
+    # max_distance leaves it "---".
+    plan, store, goals, _ = _paper_placement("stable-unstable-results")
+    near, _ = aggregate(plan, store, goals, TableRules(max_distance=5.0))
+    assert not ((near["row"] == "STR") & (near["goal"] == 70.0)).any()

@@ -50,7 +50,12 @@ class PlannedRun:
 
 @dataclass(frozen=True)
 class Problem:
-    """Dataset, model and original training of one row of the paper's training-setup table."""
+    """Dataset, model and original training of one row of the paper's training-setup table.
+
+    ``weight_decays`` are the values a table tunes; ``dense_weight_decay`` is that of the
+    standard dense training a retraining grid starts from (None: the first of
+    ``weight_decays``; the paper's setup table gives none, see :attr:`standard_weight_decay`).
+    """
 
     name: str
     data: Mapping[str, Any]
@@ -60,6 +65,16 @@ class Problem:
     weight_decays: tuple[float, ...]
     seeds: tuple[int, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
+    dense_weight_decay: float | None = None
+
+    @property
+    def standard_weight_decay(self) -> float:
+        """The weight decay of the standard dense training (our choice where the paper gives
+        none: ``dense_weight_decay``, else the first, i.e. smallest, tuned value; 1e-4 for the
+        CIFAR-10 networks, the paper's "if not otherwise specified" value on ImageNet)."""
+        if self.dense_weight_decay is not None:
+            return self.dense_weight_decay
+        return self.weight_decays[0]
 
     def base(self, store: Path | str) -> dict[str, Any]:
         """The nested config dict shared by every run on this problem (no method, no budget)."""

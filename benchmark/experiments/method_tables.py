@@ -2,11 +2,15 @@
 
 Rows are methods (with fixed parameters, e.g. a GMP variant), columns are goal sparsities with
 accuracy / theoretical speedup / achieved sparsity sub-columns, and images/s per method. Each row
-tunes its own grid (Appendix B) plus the grid shared by every method (weight decay, initial
-learning rate). Methods whose sparsity is not specifiable (CS, STR, DST) are planned once per
-configuration and placed, after training, in the goal-sparsity column whose +-0.25% interval
-holds their mean achieved sparsity. Rows of methods that are not registered, or whose parameters
-the registered method does not declare, are reported as unavailable instead of planned.
+tunes its own grid (Appendix B), its extended grids, plus the grid shared by every method (weight
+decay) and the section's schedule options (original schedule at each initial learning rate, and
+the linear schedule where the paper adds it). Section 4.3's procedure is planned per section:
+post-training FT for every method but BIMP (:attr:`MethodGrid.finetune_epochs`), LC and GSM also
+from a pretrained model (:attr:`MethodRow.pretrained`), selected per cell like any other tuned
+setting. Methods whose sparsity is not specifiable (CS, STR, DST) are planned once per
+configuration and placed after training (``benchmark.tables.TableRules``). Rows of methods that
+are not registered, or whose parameters the registered method does not declare, are reported as
+unavailable instead of planned.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from benchmark.experiments.base import (
     Block,
@@ -44,6 +48,13 @@ class MethodRow:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     preset: str | None = None
+    # The paper's "extended grid search": each overrides some axes of the row's grid and adds
+    # its configurations to the row (selection runs over the union).
+    extended: tuple[Mapping[str, tuple[Any, ...]], ...] = ()
+    # The schedule options of this row (None: the section's); e.g. CS keeps the original one.
+    schedules: tuple[Mapping[str, Any], ...] | None = None
+    # Also plan the method from the trained dense model (LC, GSM; ``from_pretrained``).
+    pretrained: bool = False
 
     def tuned_grid(self) -> dict[str, tuple[Any, ...]]:
         """The tuned axes of this row (dotted keys): the method's preset, else ``grid``."""
@@ -56,15 +67,108 @@ class MethodRow:
         return {k if "." in k else f"method.{k}": tuple(v) for k, v in presets[self.preset].items()}
 
 
+# The keys a schedule option sets; the same axes of a method's preset give way to the options.
+# GMP names its schedule choice ``method.lr_schedule``: its default, "original", follows
+# ``schedule.name``, so GMP tries the linear schedule exactly as the other methods do.
+SCHEDULE_AXES = ("schedule.name", "schedule.lr", "method.lr_schedule")
+Decay = Literal["relative", "absolute"]
+
+
+def schedule_options(
+    name: str, lrs: tuple[float, ...], linear_lr: float | None = None
+) -> tuple[dict[str, Any], ...]:
+    """The problem's schedule ``name`` at each initial learning rate of ``lrs``, plus the linear
+    schedule at ``linear_lr`` (when given)."""
+    options = [{"schedule.name": name, "schedule.lr": lr} for lr in lrs]
+    if linear_lr is not None:
+        options.append({"schedule.name": "linear", "schedule.lr": linear_lr})
+    return tuple(options)
+
+
 @dataclass(frozen=True)
 class MethodGrid:
-    """The runs of one section (e.g. CIFAR-10) of a method-comparison table at one scale."""
+    """The runs of one section (e.g. CIFAR-10) of a method-comparison table at one scale.
+
+    ``schedules``: the schedule options every row tries (dotted settings), replacing the
+    :data:`SCHEDULE_AXES` of the rows' grids; empty: the rows' own axes.
+    ``finetune_epochs``: post-training FT after the method (Section 4.3: 30 epochs on CIFAR),
+    for every method but those of ``no_finetune``; the trainer keeps the better model by
+    validation accuracy.
+    ``pretrained_epochs``: the budgets of the from-pretrained variant of rows with
+    ``pretrained`` (the paper gives 10, 20 or 40 epochs for ImageNet only; the CIFAR sections
+    use the same numbers, our choice). The dense parent trains the problem's full schedule.
+    ``own_schedule``: methods that train with a schedule of their own (BIMP: a linear decay
+    over T0, then ALLR per cycle) take only the options' initial learning rates, since another
+    original schedule would change nothing but the run id.
+    ``decay``: with a tuned initial learning rate, a stepped schedule's later levels keep the
+    problem's factors ("relative", our reading of "the decay follows the same pattern": 0.05
+    decays to 0.005 and 0.0005 on CIFAR-10) or its absolute values ("absolute").
+    """
 
     problem: Problem
     sparsities: tuple[float, ...]
     rows: tuple[MethodRow, ...]
     common: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     section: str = "comparison"
+    schedules: tuple[Mapping[str, Any], ...] = ()
+    finetune_epochs: int = 0
+    no_finetune: tuple[str, ...] = ("bimp",)
+    pretrained_epochs: tuple[int, ...] = (10, 20, 40)
+    own_schedule: tuple[str, ...] = ("bimp",)
+    decay: Decay = "relative"
+
+    def configurations(self, row: MethodRow) -> list[dict[str, Any]]:
+        """The tuned configurations of ``row`` (dotted settings, each once, in a stable order)."""
+        schedules = self.schedules if row.schedules is None else row.schedules
+        if row.method in self.own_schedule:
+            schedules = tuple(o for o in schedules if o.get("schedule.name") != "linear")
+        own = {**self.common, **row.tuned_grid()}
+        out: dict[str, dict[str, Any]] = {}
+        for grid in (own, *({**own, **ext} for ext in row.extended)):
+            # Fixed settings win over tuned axes; schedule options over the grid's own.
+            axes = {k: v for k, v in grid.items() if k not in row.fixed}
+            if schedules:
+                axes = {k: v for k, v in axes.items() if k not in SCHEDULE_AXES}
+            for tuned in product(axes):
+                for option in schedules or ({},):
+                    for variant in self._variants(row):
+                        values = {**tuned, **option, **variant}
+                        out.setdefault(tuned_key(values), values)
+        return list(out.values())
+
+    def _variants(self, row: MethodRow) -> list[dict[str, Any]]:
+        """From scratch ({}), and from the trained dense model for ``pretrained`` rows."""
+        variants: list[dict[str, Any]] = [{}]
+        if row.pretrained:
+            parent = {"method.from_pretrained": True, "method.parent_epochs": self.problem.epochs}
+            variants += [{**parent, "budget.epochs": e} for e in self.pretrained_epochs]
+        return variants
+
+    def settings(self, row: MethodRow, tuned: Mapping[str, Any]) -> dict[str, Any]:
+        """The dotted settings of one run of ``row`` with ``tuned`` (no seed, no sparsity)."""
+        p = self.problem
+        values = {
+            "budget.epochs": p.epochs,
+            "optim.weight_decay": p.weight_decays[0],
+            **row.fixed,
+            **tuned,
+            "method.name": row.method,
+        }
+        if self.finetune_epochs and row.method not in self.no_finetune:
+            values["finetune.epochs"] = self.finetune_epochs
+        return values | stepped_levels(p, values, self.decay)
+
+
+def stepped_levels(problem: Problem, values: Mapping[str, Any], decay: Decay) -> dict[str, Any]:
+    """``schedule.values`` for a stepped schedule started at a tuned ``schedule.lr``: the
+    problem's levels times lr / the problem's lr ("relative"), or nothing ("absolute")."""
+    schedule = problem.schedule
+    name = values.get("schedule.name", schedule.get("name"))
+    if decay == "absolute" or name != "stepped" or "schedule.lr" not in values:
+        return {}
+    ratio = float(values["schedule.lr"]) / float(schedule["lr"])
+    # 12 significant digits: 0.05 * 0.1 is 0.005, not 0.005000000000000001 (stable run ids).
+    return {"schedule.values": [float(f"{v * ratio:.12g}") for v in schedule["values"]]}
 
 
 # At smoke scale every row trains the method's defaults on digits for a few epochs; BIMP splits
@@ -86,7 +190,10 @@ def unavailable(row: MethodRow) -> str | None:
     """Why ``row`` cannot be planned now (method not registered, unknown parameter), or None."""
     if not registered(row.method):
         return f"method {row.method!r} is not registered"
-    bad = unknown_params(row.method, [*row.fixed, *row.tuned_grid()])
+    keys = [*row.fixed, *row.tuned_grid(), *(k for ext in row.extended for k in ext)]
+    if row.pretrained:
+        keys += ["method.from_pretrained", "method.parent_epochs"]
+    bad = unknown_params(row.method, keys)
     return f"{row.method!r} has no parameter {', '.join(bad)}" if bad else None
 
 
@@ -136,17 +243,10 @@ class MethodTable(GridExperiment[tuple[MethodGrid, ...]]):
                 specifiable = sparsity_specifiable(row.method)
                 # A method without a goal sparsity runs once per configuration.
                 columns: tuple[float | None, ...] = g.sparsities if specifiable else (None,)
-                axes = {**g.common, **row.tuned_grid()}
-                for sparsity, tuned in ((s, t) for s in columns for t in product(axes)):
+                configurations = g.configurations(row)
+                for sparsity, tuned in ((s, t) for s in columns for t in configurations):
                     for seed in p.seeds:
-                        values = {
-                            "budget.epochs": p.epochs,
-                            "optim.weight_decay": p.weight_decays[0],
-                            **row.fixed,
-                            **tuned,
-                            "seed": seed,
-                            "method.name": row.method,
-                        }
+                        values = {**g.settings(row, tuned), "seed": seed}
                         if sparsity is not None:
                             values["method.sparsity"] = sparsity / 100
                         cfg = make_config(base, values)

@@ -34,18 +34,33 @@ WRN_CIFAR100 = Problem(
 
 
 def imagenet(
-    model: str, epochs: int, lr: float, warmup: float, steps: dict[int, float], wd: float
+    model: str,
+    epochs: int,
+    lr: float,
+    warmup: float,
+    steps: dict[int, float],
+    wd: float,
+    optim: dict[str, float] | None = None,
 ) -> Problem:
-    """An ImageNet network (batch 256): linear warm-up to ``lr``, then ``steps`` (epoch: lr)."""
+    """An ImageNet network (batch 256): linear warm-up to ``lr``, then ``steps`` (epoch: lr);
+    ``optim`` adds optimizer settings (e.g. label smoothing)."""
     schedule = {"name": "stepped", "lr": lr, "warmup_epochs": warmup}
     schedule |= {"milestones": list(steps), "values": list(steps.values())}
     data = {"name": "imagenet", "batch_size": 256}
-    return Problem(f"{model}-imagenet", data, model, epochs, schedule, (wd,), SEEDS)
+    extra = {"optim": dict(optim)} if optim else {}
+    return Problem(f"{model}-imagenet", data, model, epochs, schedule, (wd,), SEEDS, extra)
 
 
 RESNET50_IMAGENET = imagenet("resnet50", 90, 0.1, 5.0, {30: 0.01, 60: 0.001, 80: 0.0001}, 1e-4)
+# The paper: "For experiments involving Vision-Transformers, we used label smoothing as well as
+# gradient clipping", without values. These are torchvision's MaxViT-T training recipe
+# (references/classification/README.md, "MaxViT": --label-smoothing 0.1 --clip-grad-norm 1.0;
+# pytorch/vision PRs 6342 and 6642), the recipe of the torchvision model the paper trains.
+MAXVIT_TRAINING = {"label_smoothing": 0.1, "grad_clip": 1.0}
 # MaxViT-T: the paper fixes its weight decay at 1e-5 (Appendix C).
-MAXVIT_IMAGENET = imagenet("maxvit_t", 200, 0.2, 20.0, {60: 0.02, 120: 0.002, 160: 0.0002}, 1e-5)
+MAXVIT_IMAGENET = imagenet(
+    "maxvit_t", 200, 0.2, 20.0, {60: 0.02, 120: 0.002, 160: 0.0002}, 1e-5, MAXVIT_TRAINING
+)
 
 # The smoke stand-in of every problem: the embedded digits data and a small CNN, a linear
 # schedule, one weight decay and two seeds; each run takes well under a second on one CPU core.

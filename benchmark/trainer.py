@@ -177,6 +177,7 @@ class Trainer:
                 model(x)
         for module, training in modes:
             module.training = training
+        self.dp.sync_buffers(model)  # data-parallel: every process keeps rank 0's statistics
 
     def _finetune_lr(self) -> float:
         lrs = self.ctx.original_lrs

@@ -228,6 +228,7 @@ def one_and_two_processes(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("method_name", ALL_METHODS)
 def test_two_processes_equal_one_process(
     method_name: str, one_and_two_processes: dict[str, tuple[dict[str, Any], dict[str, Any]]]
 ) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
-from benchmark.config import RunConfig, config_from_dict, validate
+from benchmark.config import RunConfig, config_from_dict
 from benchmark.data import DATASETS, DataSource
 from benchmark.models import build_model
 from benchmark.pruning import compute_masks
@@ -28,6 +28,7 @@ from benchmark.trainer import (
     resolve_device,
     sync,
 )
+from benchmark.validation import validate
 
 SYNTHETIC = "bench-synthetic"
 

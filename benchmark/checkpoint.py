@@ -1,20 +1,51 @@
-"""Atomic checkpoint and JSON writes: a crash never leaves a half-written file behind."""
+"""Atomic checkpoint and JSON writes, and loads that never run code from a file.
+
+A crash never leaves a half-written file behind: every write goes to a temporary file beside the
+target (``.<name>.<random>.tmp``) and is renamed over it. Checkpoints and weights are read with
+``torch.load(weights_only=True)``, which only rebuilds tensors, plain containers, numbers and
+strings, so a crafted ``.pt`` file in a store copied from elsewhere cannot run code; a file that
+does not load that way is reported as :class:`CorruptFileError`, naming it.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 
+TMP_SUFFIX = ".tmp"
+
+
+class CorruptFileError(RuntimeError):
+    """A store file cannot be read (truncated, garbage, not ours, or a pickle that runs code)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+def unique_stamp() -> str:
+    """A time stamp that no other call, here or in another process, returns."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:12]}"
+
+
+def tmp_prefix(path: Path) -> str:
+    """The name prefix of the temporary files that a write of ``path`` creates."""
+    return f".{path.name}."
+
 
 def _atomic_replace(path: Path, write: Any) -> None:
     """Write through ``write(file)`` into a temporary file beside ``path``, then rename it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=tmp_prefix(path), suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -27,24 +58,53 @@ def _atomic_replace(path: Path, write: Any) -> None:
 
 
 def save_checkpoint(state: dict[str, Any], path: Path) -> None:
-    """Atomically save a checkpoint dict with torch.save."""
+    """Atomically save a checkpoint dict with torch.save (tensors and plain values only)."""
     _atomic_replace(path, lambda fh: torch.save(state, fh))
 
 
 def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` (trusted: our own file)."""
-    return torch.load(path, map_location=device, weights_only=False)
+    """Load a checkpoint or weights file without running code; raises CorruptFileError."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # unpickling refused, truncated zip, garbage: all mean unusable
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CorruptFileError(
+            path, f"not a loadable checkpoint ({type(err).__name__}: {first[:200]})"
+        ) from None
+    if not isinstance(state, dict):
+        raise CorruptFileError(path, f"holds a {type(state).__name__}, not a checkpoint dict")
+    return state
+
+
+def move_aside(path: Path, folder: Path | None = None) -> Path:
+    """Rename a damaged file out of the way (``<name>.corrupt-<stamp>``); returns the new path."""
+    target_dir = folder if folder is not None else path.parent
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / f"{path.name}.corrupt-{unique_stamp()}"
+    os.replace(path, target)
+    return target
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Atomically write ``data`` as indented JSON."""
-    text = json.dumps(data, indent=2, sort_keys=False, default=_json_default)
+    """Atomically write ``data`` as indented, valid JSON (non-finite numbers become null)."""
+    text = json.dumps(finite_json(data), indent=2, sort_keys=False, allow_nan=False)
     _atomic_replace(path, lambda fh: fh.write(text.encode()))
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):
-        return obj.item()
+def finite_json(obj: Any) -> Any:
+    """``obj`` with tensors/NumPy values as Python ones and inf/NaN as None (JSON has neither)."""
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    if isinstance(obj, bool | int | str) or obj is None:
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item") and getattr(obj, "ndim", 0) == 0:
+        return finite_json(obj.item())
     if hasattr(obj, "tolist"):
-        return obj.tolist()
+        return finite_json(obj.tolist())
     raise TypeError(f"cannot serialise {type(obj).__name__}")

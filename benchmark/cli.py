@@ -29,7 +29,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
-    from benchmark import experiments_cli, launch_cli, schedule_cli
+    from benchmark import experiments_cli, launch_cli, report_cli, schedule_cli
 
     parser = argparse.ArgumentParser(
         prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
@@ -81,11 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cli.add_parser(sub)
     experiments_cli.add_parsers(sub)
     launch_cli.add_parsers(sub)
+    report_cli.add_parsers(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
+    from benchmark.checkpoint import CorruptFileError
+    from benchmark.store import RunLockedError
+
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -95,13 +99,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DatasetError as err:
         print(f"prunebench: data error: {err}", file=sys.stderr)
         return EXIT_FAILURE
+    except (RunLockedError, CorruptFileError) as err:
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``prunebench run``: validate, then train (or report the finished result)."""
-    from benchmark.config import config_to_toml, load_config
+    from benchmark.config import config_to_toml
     from benchmark.distributed import RankFailed
     from benchmark.runner import ResumeError, execute
+    from benchmark.validation import load_config
 
     overrides = list(args.overrides)
     if args.wandb:
@@ -278,6 +286,12 @@ def _launch_commands() -> dict[str, Any]:
     return launch_cli.COMMANDS
 
 
+def _report_commands() -> dict[str, Any]:
+    from benchmark import report_cli
+
+    return report_cli.COMMANDS
+
+
 COMMANDS = {
     "run": cmd_run,
     "demo": cmd_demo,
@@ -287,6 +301,7 @@ COMMANDS = {
     "fake-data": cmd_fake_data,
     **_experiment_commands(),
     **_launch_commands(),
+    **_report_commands(),
 }
 
 

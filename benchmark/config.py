@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import tomllib
 import types
 import typing
@@ -16,6 +17,8 @@ from typing import Any
 import tomli_w
 
 from benchmark.errors import ConfigError
+from benchmark.errors import check as check  # re-exported: callers use config.check
+from benchmark.tomlfile import MAX_DEPTH, nesting_depth
 
 
 @dataclass
@@ -152,6 +155,11 @@ class RunConfig:
         return run_id(self)
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Longer than any real training budget; larger values only exhaust memory (schedule arrays).
+MAX_EPOCHS = 10_000
+MAX_THREADS = 1024
+
 SECTIONS: dict[str, type] = {
     f.name: typing.get_type_hints(RunConfig)[f.name] for f in fields(RunConfig) if f.name != "seed"
 }
@@ -197,11 +205,19 @@ def coerce(path: str, value: Any, tp: Any) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(path, value, "an integer")
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ConfigError(path, value, "an integer that fits 64 bits")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(path, value, "a number")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(path, value, "a finite number")
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(path, value, "a string")
@@ -279,8 +295,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError("--set", text, "section.key=value, e.g. method.sparsity=0.95")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         value = raw.strip()
+    if nesting_depth(value) > MAX_DEPTH:
+        raise ConfigError(".".join(path), raw[:80], f"a value nested at most {MAX_DEPTH} deep")
     return path, value
 
 
@@ -301,82 +319,6 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Read a TOML file (default: BIMP on digits), apply overrides, parse and validate."""
-    data: dict[str, Any] = {}
-    if path is None:
-        path = DEFAULT_CONFIG
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError("config", str(path), "an existing TOML file")
-        try:
-            data = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError("config", str(path), f"valid TOML ({err})") from None
-    data = apply_overrides(data, overrides or [])
-    cfg = config_from_dict(data)
-    validate(cfg)
-    return cfg
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
-    """Raise a ConfigError for ``field_name`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(field_name, value, allowed)
-
-
-def validate(cfg: RunConfig) -> None:
-    """Check every value and cross-field rule before any compute; raises ConfigError."""
-    from benchmark.data import DATASETS, validate_data_config
-    from benchmark.models import MODELS, validate_model_data
-    from benchmark.schedules import validate_schedule
-    from methods import get_method
-
-    check(cfg.seed >= 0, "seed", cfg.seed, "an integer >= 0")
-    DATASETS.get(cfg.data.name, "data.name")
-    validate_data_config(cfg.data)
-    MODELS.get(cfg.model.name, "model.name")
-    validate_model_data(cfg.model.name, cfg.data.name)
-    o = cfg.optim
-    check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
-    check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")
-    check(0 <= o.label_smoothing < 1, "optim.label_smoothing", o.label_smoothing, "[0, 1)")
-    check(o.grad_clip >= 0, "optim.grad_clip", o.grad_clip, "a number >= 0 (0 disables clipping)")
-    check(cfg.schedule.lr > 0, "schedule.lr", cfg.schedule.lr, "a number > 0")
-    b = cfg.budget
-    check(b.epochs > 0, "budget.epochs", b.epochs, "an integer > 0")
-    check(b.cycles >= 1, "budget.cycles", b.cycles, "an integer >= 1")
-    check(b.initial_epochs >= 0, "budget.initial_epochs", b.initial_epochs, "an integer >= 0")
-    m = cfg.method
-    check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
-    check(cfg.finetune.epochs >= 0, "finetune.epochs", cfg.finetune.epochs, "an integer >= 0")
-    check(cfg.eval.val_every >= 1, "eval.val_every", cfg.eval.val_every, "an integer >= 1")
-    modes = ("offline", "online", "disabled")
-    check(
-        cfg.logging.wandb_mode in modes,
-        "logging.wandb_mode",
-        cfg.logging.wandb_mode,
-        "one of " + ", ".join(modes),
-    )
-    dev = cfg.runtime.device
-    check(
-        dev in ("auto", "cpu", "cuda", "mps") or dev.startswith("cuda:"),
-        "runtime.device",
-        dev,
-        "one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'",
-    )
-    check(cfg.runtime.threads >= 0, "runtime.threads", cfg.runtime.threads, "an integer >= 0")
-    method_cls = get_method(m.name)
-    method_cls.validate(cfg)
-    # The original schedule spans the epochs it is defined over for this method (the dense
-    # parent's for IMP, T0 for BIMP), not necessarily the run's own budget.
-    validate_schedule(cfg.schedule, method_cls(cfg).original_epochs())
 
 
 # --------------------------------------------------------------------------- serialising
@@ -432,7 +374,7 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
         elif name == "method":
             full = _method_to_dict(section)
             defaults = _method_to_dict(
-                MethodConfig(name=section.name, params=method_params_class(section.name)())
+                MethodConfig(name=section.name, params=_default_params(section))
             )
             defaults["name"] = None  # the method name is always part of the identity
         else:
@@ -446,6 +388,13 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
 _MISSING = object()
 
 
+def _default_params(method: MethodConfig) -> Any:
+    """The method's hyperparameters at their defaults (from the parsed params' own class)."""
+    if dataclasses.is_dataclass(method.params) and not isinstance(method.params, type):
+        return type(method.params)()
+    return method_params_class(method.name)()
+
+
 def run_id(cfg: RunConfig) -> str:
     """A stable id: method name plus a hash of the canonical config (defaults left out)."""
     text = json.dumps(canonical_dict(cfg), sort_keys=True, separators=(",", ":"))
@@ -456,3 +405,14 @@ def run_id(cfg: RunConfig) -> str:
 def replace_section(cfg: RunConfig, **sections: Any) -> RunConfig:
     """A copy of ``cfg`` with whole sections (or ``seed``) replaced."""
     return dataclasses.replace(copy.deepcopy(cfg), **sections)
+
+
+def __getattr__(name: str) -> Any:
+    # ``validate`` and ``load_config`` need the registries and moved above them, to
+    # benchmark.validation; this keeps ``from benchmark.config import load_config`` working
+    # without config importing them (it is only resolved when asked for).
+    if name in ("validate", "load_config"):
+        import benchmark.validation
+
+        return getattr(benchmark.validation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

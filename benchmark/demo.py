@@ -7,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark.config import RunConfig, config_from_dict, validate
+from benchmark.config import RunConfig, config_from_dict
+from benchmark.validation import validate
 from methods.base import dense_parent
 
 

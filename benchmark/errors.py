@@ -15,7 +15,26 @@ class ConfigError(ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field} = {value!r} is invalid; allowed: {allowed}")
+        shown = f"{shorten(field)} = {shorten(repr(value))}"
+        super().__init__(f"{shown} is invalid; allowed: {shorten(allowed, 2000)}")
+
+
+# A message quotes at most this much of a value or key: a 10 MB string must not be echoed.
+MAX_SHOWN = 200
+
+
+def shorten(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
+    """Raise a ConfigError for ``field_name`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(field_name, value, allowed)
 
 
 class DatasetError(RuntimeError):

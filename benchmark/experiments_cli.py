@@ -25,6 +25,11 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
     _rules(table)
+    table.add_argument(
+        "--stats", action="store_true", help="add n, confidence intervals and significance marks"
+    )
+    table.add_argument("--ci", choices=("t", "bootstrap"), default="t", help="with --stats")
+    table.add_argument("--level", type=float, default=0.95, help="confidence level (--stats)")
     _common(table)
 
     plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
@@ -113,7 +118,19 @@ def cmd_table(args: argparse.Namespace) -> int:
     experiment = get_experiment(args.id)
     rules = _table_rules(args)
     scale = _scale(experiment, args.scale, args.store)
+    if args.stats:
+        from benchmark.seedstats import check_level
+
+        check_level(args.level)
     table = rebuild(experiment, scale, args.store, paper=args.paper, rules=rules)
+    if args.stats:
+        from benchmark.store import load_store
+        from benchmark.table_stats import annotate
+
+        layout = experiment.layout(scale)
+        plan = experiment.plan(scale, args.store)
+        store = load_store(args.store)
+        annotate(table, layout, plan, store, level=args.level, method=args.ci, rules=rules)
     _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
     return 0
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 import re
-import tomllib
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -42,17 +42,20 @@ from typing import Any
 
 from benchmark.config import (
     NON_IDENTITY_SECTIONS,
+    SECTIONS,
     DataConfig,
     MethodConfig,
     RunConfig,
     check,
     config_from_dict,
-    validate,
 )
 from benchmark.errors import ConfigError
+from benchmark.tomlfile import load_toml
 
 GRID_KEYS = ("name", "description", "seeds", "base", "axes", "zip", "methods")
 METHOD_TABLE_KEYS = ("preset", "axes", "zip", "set")
+# More cells than any paper grid; a larger grid must be confirmed (--max-runs).
+MAX_CELLS = 20_000
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -136,13 +139,7 @@ class Expansion:
 def load_grid(path: str | Path) -> Grid:
     """Read and structurally check a grid TOML file; raises ConfigError."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError("grid", str(path), "an existing grid TOML file")
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError("grid", str(path), f"valid TOML ({err})") from None
-    return grid_from_dict(data, path=p)
+    return grid_from_dict(load_toml(p, "grid", "grid TOML file"), path=p)
 
 
 def grid_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Grid:
@@ -201,10 +198,7 @@ def _load_base(base: Any, path: Path | None) -> dict[str, Any]:
             file = path.parent / file
         if not file.is_file():
             raise ConfigError("base", base, "a run config table or an existing TOML file")
-        try:
-            return tomllib.loads(file.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError("base", base, f"valid TOML ({err})") from None
+        return load_toml(file, "base")
     check(isinstance(base, dict), "base", base, "a run config table or a TOML file path")
     return copy.deepcopy(dict(base))
 
@@ -236,6 +230,12 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
 def _normalise_key(key: str, where: str, value: Any, method_table: bool) -> str:
     if "." in key or key == "seed":
         section = key.split(".", 1)[0]
+        check(
+            key == "seed" or section in SECTIONS,
+            f"{where}.{key}",
+            value,
+            "a key of a config section: " + ", ".join(SECTIONS),
+        )
         check(
             not (method_table and key == "method.name"),
             f"{where}.{key}",
@@ -394,17 +394,49 @@ def _preset_choices(method: str, presets: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- expansion
 
 
+def count_cells(grid: Grid) -> int:
+    """How many cells :func:`expand` would build, counted without building any."""
+    # Only the method and dataset axes decide a cell's method axes (presets); every other
+    # grid-wide axis multiplies the count.
+    deciding = [g for g in grid.groups if {"method.name", "data.name"} & set(g.keys)]
+    factor = math.prod(len(g.rows) for g in grid.groups if g not in deciding)
+    total = 0
+    for cell, _ in _product(deciding):
+        for method in _cell_methods(grid, cell):
+            spec = grid.methods.get(method, MethodSpec(method))
+            total += math.prod(len(g.rows) for g in _method_groups(grid, spec, cell))
+    return total * factor
+
+
+def check_cell_count(grid: Grid, max_cells: int) -> int:
+    """Refuse a grid of more than ``max_cells`` cells, naming its largest axes."""
+    cells = count_cells(grid)
+    if cells > max_cells:
+        sizes = sorted(((len(g.rows), ", ".join(g.sources)) for g in grid.groups), reverse=True)
+        axes = "; ".join(f"{src}: {n}" for n, src in sizes[:8])
+        raise ConfigError(
+            "--max-runs",
+            max_cells,
+            f"at least the grid's {cells} cells (largest axes: {axes}); raise --max-runs "
+            "to confirm a grid this large",
+        )
+    return cells
+
+
 def expand(
     grid: Grid,
     settings: Mapping[str, Any] | None = None,
     *,
     check_configs: bool = True,
+    max_cells: int = MAX_CELLS,
 ) -> Expansion:
     """Every distinct run of ``grid``: each cell parsed (and validated) like a single run.
 
     ``settings`` sets non-identity keys on every run (``output.dir``, ``runtime.threads``,
-    ``logging.progress``); they never change run ids.
+    ``logging.progress``); they never change run ids. A grid of more than ``max_cells`` cells
+    is refused before any is built (``--max-runs`` raises the limit).
     """
+    check_cell_count(grid, max_cells)
     settings = dict(settings or {})
     for key in settings:
         section = key.split(".", 1)[0]
@@ -521,6 +553,10 @@ def _build(
             _assign(data, key, value)
         cfg = parse_sections(data, cache)
         if check_configs:
+            # Imported here: validation loads every registry (torch, datasets, methods), which a
+            # read-only query (check_configs=False) never needs.
+            from benchmark.validation import validate
+
             validate(cfg)
     except ConfigError as err:
         raise _locate(err, provenance, values) from None
@@ -548,6 +584,11 @@ def _locate(
     """The cell's config error, renamed to the axis (or base key) its field comes from."""
     root = re.sub(r"(\[\d+\])+$", "", err.field)
     source = provenance.get(root)
+    if source is None:
+        # The error names a section or table an axis key lies under (e.g. an unknown key).
+        below = [src for key, src in provenance.items() if key.startswith(f"{root}.")]
+        if below:
+            source, root = below[0], err.field
     cell = ", ".join(f"{k}={v!r}" for k, v in values.items())
     if source is None:
         field_name = f"base.{err.field}"

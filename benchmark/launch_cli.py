@@ -100,6 +100,18 @@ def _add_store_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--store", help=f"results store (default: the grid's output.dir, else {DEFAULT_STORE})"
     )
+    p.add_argument(
+        "--max-runs",
+        type=int,
+        default=None,
+        help="confirm a grid of up to this many cells (default: refuse more than 20000)",
+    )
+
+
+def _max_cells(args: argparse.Namespace) -> int:
+    from benchmark.grid import MAX_CELLS
+
+    return MAX_CELLS if args.max_runs is None else args.max_runs
 
 
 def _store_of(args: argparse.Namespace, grid: Any) -> Path:
@@ -117,7 +129,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
 
     grid = load_grid(args.file)
     store = _store_of(args, grid)
-    expansion = prepare(grid, store)
+    expansion = prepare(grid, store, max_cells=_max_cells(args))
     st = Store(store)
     states = {r.run_id: st.status(r.run_id) for r in expansion.runs}
     parents = [n for n in grid_nodes(expansion) if not n.in_grid]
@@ -210,7 +222,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     grid = load_grid(args.file)
     settings = launch_settings(args)
     store = _store_of(args, grid)
-    expansion = prepare(grid, store, settings)
+    expansion = prepare(grid, store, settings, max_cells=_max_cells(args))
     try:
         result = submit_grid(
             expansion,
@@ -241,7 +253,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     grid = load_grid(args.file)
     store = _store_of(args, grid)
     # Only run ids are needed: skipping validation keeps torchvision out of a status query.
-    expansion = prepare(grid, store, check_configs=False)
+    expansion = prepare(grid, store, check_configs=False, max_cells=_max_cells(args))
     max_failures = 1_000_000 if args.all else 20
     try:
         if args.watch is not None and not args.json:

@@ -140,10 +140,13 @@ def _footer(
     fig: Figure, experiment: Experiment, scale: Scale, plan: pd.DataFrame, missing: int
 ) -> None:
     """The description and how many planned runs the store holds (missing ones are not hidden)."""
+    from benchmark.titles import scale_text
+
     total = plan["run_id"].nunique()
+    # At smoke scale the title names what really trained (e.g. digits, cnn_wide).
+    ran = scale_text(experiment, scale, ".")
     fig.suptitle(
-        f"{experiment.description}\n({scale} scale; {total - missing}/{total} runs found)",
-        fontsize=9,
+        f"{experiment.description}\n({ran}; {total - missing}/{total} runs found)", fontsize=9
     )
 
 

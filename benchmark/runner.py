@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import socket
 import subprocess
+import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmark.checkpoint import load_checkpoint, save_checkpoint
-from benchmark.config import RunConfig, canonical_dict, config_to_dict, validate
+from benchmark.checkpoint import CorruptFileError, load_checkpoint, save_checkpoint
+from benchmark.config import RunConfig, canonical_dict, check, config_to_dict
 from benchmark.distributed import barrier, broadcast_value, is_main, rank, world_size
-from benchmark.store import FAILED, FINISHED, Store
+from benchmark.errors import ConfigError
+from benchmark.store import (
+    FAILED,
+    FINISHED,
+    ResultExistsError,
+    RunLockedError,
+    Store,
+    StoreWarning,
+)
+from benchmark.validation import validate
 from methods import get_method
 
 
@@ -65,32 +77,111 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
     if parent is None:
         return None, None
     pid = parent.run_id
-    if not store.is_finished(pid) or not store.weights_path(pid).exists():
-        execute(parent)
-    return pid, load_checkpoint(store.weights_path(pid))
+    weights = store.weights_path(pid)
+    if not store.is_finished(pid):
+        execute(parent, wait_for_lock=True)
+    elif not weights.exists():
+        # The parent's result survived but its weights did not: train it again (the old result
+        # goes to archive/), since a child can only start from those weights.
+        warnings.warn(
+            f"dense parent {pid} has finished but its weights {weights} are missing; "
+            "training it again",
+            StoreWarning,
+            stacklevel=2,
+        )
+        execute(parent, force=True, wait_for_lock=True)
+    try:
+        return pid, load_checkpoint(weights)
+    except CorruptFileError as err:
+        raise CorruptFileError(
+            err.path,
+            f"{err.reason}; the weights of dense parent {pid} are unusable: delete the file and "
+            f"rerun the parent (prunebench run --force with its config) to train them again",
+        ) from None
 
 
-def execute(cfg: RunConfig, *, force: bool = False, require_resume: bool = False) -> dict[str, Any]:
-    """Run ``cfg`` (resuming from its checkpoint when one exists) and store the result."""
-    from benchmark.trainer import Trainer
+def check_runtime(cfg: RunConfig) -> None:
+    """Refuse, before anything is written, a device this machine lacks or an unwritable store."""
+    dev = cfg.runtime.device
+    if dev.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(dev.split(":", 1)[1]) if ":" in dev else 0
+        check(
+            index < count,
+            "runtime.device",
+            dev,
+            f"a device this machine has: {count} CUDA device(s) here; use 'auto' or 'cpu'",
+        )
+    if dev == "mps":
+        check(
+            torch.backends.mps.is_available(),
+            "runtime.device",
+            dev,
+            "a device this machine has: MPS is not available here; use 'auto' or 'cpu'",
+        )
+    root = Path(cfg.output.dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            "output.dir", cfg.output.dir, f"a folder this process can create and write ({err})"
+        ) from None
 
+
+def execute(
+    cfg: RunConfig,
+    *,
+    force: bool = False,
+    require_resume: bool = False,
+    wait_for_lock: bool = False,
+) -> dict[str, Any]:
+    """Run ``cfg`` (resuming from its checkpoint when one exists) and store the result.
+
+    Configuration errors, found before training (values, the device, the store, the prunable
+    set), write nothing. The run holds a lock for its run id: a second process asking for the
+    same run gets RunLockedError ("already running"), or waits with ``wait_for_lock``.
+    """
     validate(cfg)
+    check_runtime(cfg)
     store = Store(cfg.output.dir)
     rid = cfg.run_id
+    # Data-parallel runs: rank 0 holds the lock and writes; the others only read.
+    lock = store.lock(f"run-{rid}", wait=wait_for_lock) if is_main() else None
+    try:
+        if lock is not None:
+            lock.__enter__()
+    except RunLockedError as err:
+        raise RunLockedError(f"run {rid} is already running: {err}") from None
+    try:
+        if is_main():
+            store.clean_run_files(rid)
+        barrier()  # every rank sees the same store from here on
+        return _execute_locked(cfg, store, force=force, require_resume=require_resume)
+    finally:
+        if lock is not None:
+            lock.__exit__(None, None, None)
+
+
+def _execute_locked(
+    cfg: RunConfig, store: Store, *, force: bool, require_resume: bool
+) -> dict[str, Any]:
+    rid = cfg.run_id
+    ckpt_path = store.checkpoint_path(rid)
     existing = store.read(rid)
     if existing is not None and existing.get("status") == FINISHED and not force:
+        if is_main():
+            ckpt_path.unlink(missing_ok=True)  # left behind by a kill after the result was written
         return existing
-    ckpt_path = store.checkpoint_path(rid)
-    if force and not require_resume and is_main():
-        ckpt_path.unlink(missing_ok=True)
     if require_resume and not ckpt_path.exists():
         raise ResumeError(f"run {rid} has no checkpoint at {ckpt_path} to resume from")
-    # Data-parallel runs: every rank sees the same store from here on, and rank 0 writes.
-    started = broadcast_value(time.time())
+    if force and not require_resume and is_main():
+        ckpt_path.unlink(missing_ok=True)
+    started = broadcast_value(time.time())  # also: no rank reads the checkpoint before this
     try:
         pid, parent_state = parent_weights(cfg, store)
-        trainer = Trainer(cfg, ckpt_path, parent_state)
-        resumed = trainer.try_resume()
+        trainer, resumed = _trainer(cfg, ckpt_path, parent_state)
         logger = _wandb_logger(cfg, rid) if is_main() else None
         metrics = trainer.fit()
         if logger is not None:
@@ -98,7 +189,10 @@ def execute(cfg: RunConfig, *, force: bool = False, require_resume: bool = False
                 logger.log(_flat_numbers(entry), step=entry["epoch"])
             logger.summary.update(_flat_numbers(metrics))
             logger.finish()
+        _check_goal(cfg, metrics)
         distributed = trainer.dp.info(trainer.device)
+    except ConfigError:
+        raise  # a configuration error is the caller's to fix; it leaves no record
     except Exception as err:
         _write_failure(store, cfg, err, started)
         raise
@@ -125,6 +219,52 @@ def execute(cfg: RunConfig, *, force: bool = False, require_resume: bool = False
     return record
 
 
+def _trainer(cfg: RunConfig, ckpt_path: Path, parent_state: Any) -> tuple[Any, bool]:
+    """A Trainer resumed from the run's checkpoint if it has a usable one."""
+    from benchmark.trainer import CheckpointDiscarded, Trainer
+
+    trainer = Trainer(cfg, ckpt_path, parent_state)
+    try:
+        return trainer, trainer.try_resume()
+    except CheckpointDiscarded:
+        return Trainer(cfg, ckpt_path, parent_state), False
+
+
+class SparsityGoalMissed(RuntimeError):
+    """A sparsity-specifiable method ended below its goal sparsity; never a finished result."""
+
+
+# Measured sparsity may fall short of the goal by rounding (half an entry) and nothing more.
+SPARSITY_TOLERANCE = 1e-3
+
+
+def _check_goal(cfg: RunConfig, metrics: dict[str, Any]) -> None:
+    """Raise SparsityGoalMissed when a method that specifies its sparsity did not reach it."""
+    method = get_method(cfg.method.name)
+    # Structured (filter) pruning sets the fraction of filters, not of weights over P.
+    structured = bool(getattr(cfg.method.params, "structured", False))
+    if not method.info.sparsity_specifiable or structured:
+        return
+    goal, measured = cfg.method.sparsity, float(metrics.get("sparsity", 0.0))
+    if measured < goal - SPARSITY_TOLERANCE:
+        raise SparsityGoalMissed(
+            f"measured sparsity {measured:.6f} misses the goal method.sparsity = {goal}"
+        )
+
+
+def failure_record(cfg: RunConfig, err: BaseException) -> dict[str, Any]:
+    """The record of a run that raised ``err``: its config, the error and the traceback tail."""
+    return {
+        "run_id": cfg.run_id,
+        "status": FAILED,
+        "method": cfg.method.name,
+        "config": config_to_dict(cfg),
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": traceback.format_exc().splitlines()[-20:],
+        "finished": time.time(),
+    }
+
+
 def _write_failure(store: Store, cfg: RunConfig, err: BaseException, started: float) -> None:
     """Record the failure; in a data-parallel run the failing rank writes it, with its rank
     (the first failure of an attempt is kept: the others are usually its consequences)."""
@@ -133,20 +273,11 @@ def _write_failure(store: Store, cfg: RunConfig, err: BaseException, started: fl
         return
     if existing is not None and "rank" in existing and existing.get("started") == started:
         return
-    record = {
-        "run_id": cfg.run_id,
-        "status": FAILED,
-        "method": cfg.method.name,
-        "config": config_to_dict(cfg),
-        "error": f"{type(err).__name__}: {err}",
-        "traceback": traceback.format_exc().splitlines()[-20:],
-        "started": started,
-        "finished": time.time(),
-    }
+    record = {**failure_record(cfg, err), "started": started}
     if world_size() > 1:
-        record["rank"] = rank()
-        record["processes"] = world_size()
-    store.write(record)
+        record.update(rank=rank(), processes=world_size())
+    with contextlib.suppress(ResultExistsError):  # a finished result appeared meanwhile
+        store.write(record)
 
 
 def _flat_numbers(data: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -34,9 +34,12 @@ METRICS: dict[str, tuple[str, float]] = {
     "speedup": ("speedup", 1.0),
     "sparsity": ("sparsity", 100.0),
     "img_per_s": ("images_per_s", 1.0),
+    # Set by `prunebench latency RUN_ID` (benchmark.run_latency); NaN where not measured.
+    "measured_speedup": ("measured_speedup", 1.0),
 }
 HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "img_per_s": "img/s"}
-DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0}
+HEADERS["measured_speedup"] = "Measured speedup"
+DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measured_speedup": 2}
 SPARSITY_TOLERANCE = 0.25  # percent points, for methods without a goal sparsity (paper)
 # Our choice, not the paper's: the smallest round distance (percent points) that places every
 # out-of-interval cell the paper prints (the farthest is STR at 75.34% in the 70% ImageNet column).
@@ -230,6 +233,9 @@ class Value:
     paper_mean: float | None = None
     paper_std: float | None = None
     paper_missing: bool = False
+    # Hook for benchmark.table_stats: text shown after the value and extra CSV columns.
+    annotation: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -270,6 +276,7 @@ class Table:
     missing: int
     notes: list[str] = field(default_factory=list)
     with_paper: bool = False
+    ran: str = ""  # at smoke scale, what actually trained ("digits, cnn_wide")
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -467,7 +474,7 @@ def _summary(table: Table, store: str) -> list[str]:
 
 def render_markdown(table: Table, store: str = "the store") -> str:
     """GitHub Markdown: one pipe table per block; ¹²³ mark first/second/third best."""
-    out = [f"### {table.id} ({table.scale} scale)", ""]
+    out = [f"### {table.id} ({_scale_text(table)})", ""]
     for block in table.blocks:
         if block.title and len(table.blocks) > 1:
             out += [f"**{block.title}**", ""]
@@ -490,6 +497,10 @@ def render_markdown(table: Table, store: str = "the store") -> str:
     return "\n".join(out) + "\n"
 
 
+def _scale_text(table: Table) -> str:
+    return f"{table.scale} scale" + (f": {table.ran}" if table.ran else "")
+
+
 def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
     if v.status in STATUS_TEXT:
         text = STATUS_TEXT[v.status]
@@ -500,6 +511,7 @@ def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
         if v.highlight == "first":
             text = f"**{text}**"
         text += MARKDOWN_RANKS.get(v.highlight, "") + ("†" if v.status == "partial" else "")
+        text += v.annotation
     if with_paper and v.status != "unavailable":
         text += f" ({_paper_text(v, metric, ' ± ')})"
     return text
@@ -509,7 +521,7 @@ def render_latex(table: Table, store: str = "the store", preamble: bool = False)
     """A booktabs tabular per block with the paper's \\first/\\second/\\third colours."""
     macros = LATEX_MACROS if preamble else "\n".join(f"% {m}" for m in LATEX_MACROS.splitlines())
     out = [
-        f"% prunebench table {table.id} ({table.scale} scale); needs booktabs and xcolor",
+        f"% prunebench table {table.id} ({_scale_text(table)}); needs booktabs and xcolor",
         macros,
     ]
     for block in table.blocks:
@@ -574,6 +586,7 @@ def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
             text = rf"\{v.highlight}{{{text}}}"
         if v.status == "partial":
             text += r"$^\dagger$"
+        text += _tex(v.annotation).replace("≈", r"$\approx$")
     if with_paper and v.status != "unavailable":
         text += (
             r" {\scriptsize("
@@ -602,6 +615,7 @@ def table_frame(table: Table) -> pd.DataFrame:
                     "note": "" if v.status == "ok" else v.status,
                     "planned": v.planned,
                     "missing": v.missing,
+                    **v.stats,
                 }
                 if table.with_paper:
                     diff = None if v.mean is None or v.paper_mean is None else v.mean - v.paper_mean
@@ -636,7 +650,7 @@ def rebuild(
     if paper and experiment.paper_table is not None:
         published = load_paper_table(experiment.paper_table)
     unavailable = getattr(experiment, "unavailable_rows", lambda _scale: {})(scale)
-    return build_table(
+    table = build_table(
         experiment.id,
         scale,
         layout,
@@ -646,3 +660,8 @@ def rebuild(
         paper=published,
         rules=rules,
     )
+    if scale == "smoke":
+        from benchmark.titles import what_ran
+
+        table.ran = what_ran(experiment, scale, store_dir)
+    return table

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,20 +17,41 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from benchmark.checkpoint import load_checkpoint, save_checkpoint
-from benchmark.config import RunConfig
+from benchmark.checkpoint import CorruptFileError, load_checkpoint, move_aside, save_checkpoint
+from benchmark.config import RunConfig, check
 from benchmark.data import DataSource, build_dataset
-from benchmark.distributed import DataParallel, barrier, rank_device
+from benchmark.distributed import DataParallel, barrier, is_main, rank_device
 from benchmark.metrics import evaluate, sparsity_stats, theoretical_speedup
 from benchmark.models import build_model
 from benchmark.pruning import MaskStore, prunable_parameters
 from benchmark.schedules import original_lrs, original_warmup_iters
+from benchmark.store import StoreWarning
 from methods import get_method
 from methods.base import Method, TrainContext
 
 # Iterations at the start of every epoch left out of the images/s figure (allocator warm-up,
 # first-touch of caches, cudnn autotuning).
 TIMING_WARMUP_ITERS = 2
+
+
+CHECKPOINT_KEYS = ("run_id", "state", "model", "optimizer", "masks", "method", "record", "rng")
+
+
+class CheckpointDiscarded(RuntimeError):
+    """A damaged checkpoint was moved aside after restoring began; start a fresh Trainer."""
+
+
+def discard_checkpoint(err: CorruptFileError) -> None:
+    """Move a damaged checkpoint aside and warn, naming it: the run restarts from scratch."""
+    if not is_main():  # data-parallel: rank 0 moves it; every rank restarts from scratch
+        return
+    moved = move_aside(err.path)
+    warnings.warn(
+        f"checkpoint {err.path} is damaged ({err.reason}); moved to {moved.name}, "
+        "the run restarts from scratch",
+        StoreWarning,
+        stacklevel=3,
+    )
 
 
 class DivergenceError(RuntimeError):
@@ -93,6 +116,45 @@ class TrainState:
     pre_finetune: dict[str, Any] | None = None
 
 
+def _train_state_from_plain(data: dict[str, Any]) -> TrainState:
+    """The TrainState saved as a plain dict (checkpoints hold no pickled classes)."""
+    data = dict(data)
+    data["throughput"] = Throughput(**data["throughput"])
+    return TrainState(**data)
+
+
+def _numpy_rng_to_plain(state: tuple[Any, ...]) -> list[Any]:
+    """NumPy's legacy RNG state with its key array as a tensor (loadable with weights_only)."""
+    name, keys, pos, has_gauss, cached = state
+    return [name, torch.from_numpy(np.asarray(keys, dtype=np.int64)), pos, has_gauss, cached]
+
+
+def _numpy_rng_from_plain(state: list[Any]) -> tuple[Any, ...]:
+    """The inverse of :func:`_numpy_rng_to_plain`."""
+    name, keys, pos, has_gauss, cached = state
+    return (name, keys.cpu().numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached))
+
+
+def check_prunable_set(cfg: RunConfig, num_prunable: int) -> None:
+    """Refuse a run whose prunable set is empty or whose goal sparsity would prune all of it."""
+    exclude = cfg.method.exclude
+    check(
+        num_prunable > 0,
+        "method.exclude",
+        exclude,
+        f"patterns that leave at least one conv/linear weight of model {cfg.model.name!r} "
+        "to prune (these exclude every one)",
+    )
+    if get_method(cfg.method.name).info.sparsity_specifiable:
+        s = cfg.method.sparsity
+        check(
+            round(s * num_prunable) < num_prunable,
+            "method.sparsity",
+            s,
+            f"a sparsity that keeps at least one of the {num_prunable} prunable weights",
+        )
+
+
 class Trainer:
     """Runs one configured run from scratch or from its last epoch checkpoint."""
 
@@ -122,6 +184,7 @@ class Trainer:
         self.total_epochs = self.method_epochs + cfg.finetune.epochs
         self.ipe = self.data.iters_per_epoch()
         masks = MaskStore(prunable_parameters(self.model, cfg.method.exclude))
+        check_prunable_set(cfg, masks.num_prunable())
         self.ctx = TrainContext(
             cfg=cfg,
             model=self.model,
@@ -189,7 +252,7 @@ class Trainer:
         """Everything needed to continue exactly from the current epoch boundary."""
         rng = {
             "torch": torch.get_rng_state(),
-            "numpy": np.random.get_state(),
+            "numpy": _numpy_rng_to_plain(np.random.get_state()),
             "python": random.getstate(),
         }
         if self.device.type == "cuda":
@@ -197,7 +260,7 @@ class Trainer:
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         return {
             "run_id": self.cfg.run_id,
-            "state": self.state,
+            "state": dataclasses.asdict(self.state),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "masks": self.ctx.masks.state_dict(),
@@ -208,7 +271,7 @@ class Trainer:
 
     def restore(self, ckpt: dict[str, Any]) -> None:
         """Load a :meth:`checkpoint_state` snapshot."""
-        self.state = ckpt["state"]
+        self.state = _train_state_from_plain(ckpt["state"])
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.ctx.masks.load_state_dict(ckpt["masks"], model=self.model)
@@ -218,7 +281,7 @@ class Trainer:
         rng = ckpt["rng"]
         # The checkpoint is loaded onto the run's device; RNG states must come back as CPU bytes.
         torch.set_rng_state(rng["torch"].cpu())
-        np.random.set_state(rng["numpy"])
+        np.random.set_state(_numpy_rng_from_plain(rng["numpy"]))
         random.setstate(rng["python"])
         if "cuda" in rng and self.device.type == "cuda":
             torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
@@ -227,10 +290,23 @@ class Trainer:
         """Restore the last checkpoint of this run id if one exists; True when resumed."""
         if self.checkpoint_path is None or not self.checkpoint_path.exists():
             return False
-        ckpt = load_checkpoint(self.checkpoint_path, self.device)
+        path = self.checkpoint_path
+        try:
+            ckpt = load_checkpoint(path, self.device)
+            missing = [key for key in CHECKPOINT_KEYS if key not in ckpt]
+            if missing:
+                raise CorruptFileError(path, f"lacks {', '.join(missing)}")
+        except CorruptFileError as err:
+            discard_checkpoint(err)
+            return False
         if ckpt.get("run_id") != self.cfg.run_id:
             return False
-        self.restore(ckpt)
+        try:
+            self.restore(ckpt)
+        except Exception as err:
+            # Part of the state may be restored already: this trainer must not go on.
+            discard_checkpoint(CorruptFileError(path, f"does not fit this run ({err})"))
+            raise CheckpointDiscarded(str(path)) from err
         return True
 
     def _save(self) -> None:

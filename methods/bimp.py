@@ -51,6 +51,8 @@ class BIMPParams:
     schedule: str = "ALLR"
     criterion: str = "global"
     structured: bool = False
+    # Structured only: round kept filters per layer to a multiple of this (8: hardware-friendly).
+    filter_multiple: int = 1
     retrain_epochs: list[int] = field(default_factory=list)
     initial_lr: float = 0.0
     warmup_fraction: float = 0.0
@@ -254,7 +256,11 @@ class _PruneRetrain(Method):
         target = self.plan.targets[j]
         if getattr(self.params, "structured", False):
             named = filter_masks(
-                ctx.model, target, current=self.filter_current, exclude=self.cfg.method.exclude
+                ctx.model,
+                target,
+                current=self.filter_current,
+                exclude=self.cfg.method.exclude,
+                multiple=getattr(self.params, "filter_multiple", 1),
             )
             self.filter_current = {k: v for k, v in named.items() if k in ctx.masks.names}
             masks = [named.get(name, torch.ones_like(p)) for name, p in ctx.prunable]
@@ -316,6 +322,13 @@ def _validate_common(cfg: RunConfig, retrain_total: int) -> None:
     p = cfg.method.params
     RETRAIN_SCHEDULES.get(p.schedule, "method.schedule")
     CRITERIA.get(p.criterion, "method.criterion")
+    multiple = getattr(p, "filter_multiple", 1)
+    check(
+        isinstance(multiple, int) and not isinstance(multiple, bool) and multiple >= 1,
+        "method.filter_multiple",
+        multiple,
+        "an integer >= 1 (8 rounds kept filters to multiples of 8)",
+    )
     if p.schedule.startswith("tuned-"):
         check(p.initial_lr > 0, "method.initial_lr", p.initial_lr, f"> 0 for {p.schedule}")
     check(

@@ -15,10 +15,11 @@ per-iteration cost is two fused copies, one top-k over the flat |w| and one fuse
 without host synchronisation. The mask is shared with the core's mask store (not marked active),
 so the per-epoch sparsity is reported and the mask is checkpointed.
 
-Difference from the task description's wording: the top-k mask of the dense weights is computed
-right after each optimizer step (and in ``setup``) instead of at the start of the next
-iteration. Both use the same weights, so the training is identical, and this way the model
-between iterations is the sparse one.
+When the mask is computed: DNW (Wortsman et al., 2019) takes the top-k of the dense weights at
+the start of each forward pass. Here it is taken right after each optimizer step (and in
+``setup``), from the same dense weights the next forward pass would use, so the training is
+identical; this way the model between iterations (evaluated, checkpointed, measured for
+sparsity) is the sparse one.
 
 The helpers :class:`FlatBuffer`, :func:`topk_mask_` and :func:`keep_count` are shared with GSM
 and LC (:mod:`methods.gsm`, :mod:`methods.lc`).

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import RunConfig, load_config
+import pytest
+
+from benchmark.config import RunConfig
 from benchmark.runner import parent_weights
 from benchmark.store import Store
 from benchmark.trainer import Trainer
+from benchmark.validation import load_config
 
 
 def tiny_config(store: Path, *overrides: str) -> RunConfig:
@@ -66,6 +69,34 @@ def record_lrs(trainer: Trainer) -> list[float]:
     trainer.optimizer.step = step  # type: ignore[method-assign]
     trainer.fit()
     return lrs
+
+
+@pytest.fixture
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if any training epoch starts (import it into a test module to use it)."""
+
+    def boom(self: Trainer, epoch: int) -> dict[str, Any]:
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(Trainer, "train_epoch", boom)
+
+
+def cli_run(store: Path, *overrides: str) -> int:
+    """``prunebench run`` on the default config with a fast setup, ``overrides`` and ``store``."""
+    from benchmark.cli import main
+
+    base = ["logging.progress=false", "data.batch_size=128", "runtime.threads=1"]
+    args = ["run", "--set", f"output.dir={str(store)!r}"]
+    for item in [*base, "runtime.deterministic=true", *overrides]:
+        args += ["--set", item]
+    return main(args)
+
+
+def stored_files(store: Path) -> list[Path]:
+    """Results, checkpoints, weights and archives of ``store`` (lock files are not results)."""
+    if not store.exists():
+        return []
+    return [p for p in store.rglob("*") if p.is_file() and ".locks" not in p.parts]
 
 
 # --------------------------------------------------------------------------- data-parallel ranks

@@ -37,7 +37,7 @@ def num_params(model: nn.Module) -> int:
 
 
 def test_registry_has_exactly_the_paper_models() -> None:
-    expected = {"cnn_small", "resnet18", "vgg16", "wrn28_10", "resnet50", "maxvit_t"}
+    expected = {"cnn_small", "cnn_wide", "resnet18", "vgg16", "wrn28_10", "resnet50", "maxvit_t"}
     expected |= {f"resnet{d}" for d in (20, 32, 44, 56, 110)}
     assert set(MODELS.names()) == expected
 

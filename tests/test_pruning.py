@@ -416,7 +416,18 @@ def test_extra_masks_survive_a_checkpoint_with_the_model() -> None:
 
 # --------------------------------------------------------------------------- errors
 def test_criteria_registry_names() -> None:
-    assert CRITERIA.names() == ["erk", "global", "lamp", "random", "uniform", "uniform+"]
+    assert CRITERIA.names() == [
+        "1:4",
+        "2:4",
+        "4:8",
+        "erk",
+        "global",
+        "lamp",
+        "nm",
+        "random",
+        "uniform",
+        "uniform+",
+    ]
 
 
 def test_unknown_criterion_names_the_field() -> None:

@@ -19,8 +19,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 import pandas as pd
 
-from benchmark.config import RunConfig, config_from_dict, validate
+from benchmark.config import RunConfig, config_from_dict
 from benchmark.errors import ConfigError
+from benchmark.validation import validate
 
 Scale = Literal["smoke", "paper"]
 SCALES: tuple[Scale, ...] = ("smoke", "paper")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from benchmark.config import check
 from benchmark.errors import ConfigError
+from benchmark.tomlfile import load_toml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,10 +97,7 @@ def load_profile(name: str | Path, overrides: Mapping[str, Any] | None = None) -
     path = profile_path(name)
     if not path.is_file():
         raise ConfigError("--profile", str(name), "an existing profile TOML file")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError("--profile", str(path), f"valid TOML ({err})") from None
+    data = load_toml(path, "--profile", "profile TOML file")
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     for key in data:
         check(

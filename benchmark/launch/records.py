@@ -7,12 +7,14 @@ import fcntl
 import json
 import socket
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.checkpoint import write_json_atomic
+from benchmark.checkpoint import move_aside, write_json_atomic
+from benchmark.store import CorruptRecord, StoreWarning
 
 RECORD_DIR = "grids"
 RECORD_VERSION = 1
@@ -51,14 +53,31 @@ class SubmissionRecord:
 
     @classmethod
     def load(cls, path: Path) -> SubmissionRecord:
-        """Read a record (an empty one if the file does not exist)."""
+        """Read a record (an empty one if the file does not exist); raises CorruptRecord."""
         record = cls(path, path.stem)
-        if path.exists():
-            data = json.loads(path.read_text())
-            record.grid = data.get("grid", path.stem)
-            record.file = data.get("file")
-            record.submissions = list(data.get("submissions", []))
+        if not path.exists():
+            return record
+        try:
+            data = json.loads(path.read_bytes())
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+            raise CorruptRecord(f"{path}: not valid JSON ({err})") from None
+        if not isinstance(data, dict) or not _valid_submissions(data.get("submissions", [])):
+            raise CorruptRecord(f"{path}: not a submission record")
+        record.grid = str(data.get("grid", path.stem))
+        file = data.get("file")
+        record.file = file if isinstance(file, str) else None
+        record.submissions = list(data.get("submissions", []))
         return record
+
+    @classmethod
+    def load_or_set_aside(cls, path: Path) -> SubmissionRecord:
+        """:meth:`load`, but a damaged record is moved aside (warned) and a new one begun."""
+        try:
+            return cls.load(path)
+        except CorruptRecord as err:
+            moved = move_aside(path)
+            warnings.warn(f"{err}; moved to {moved.name}", StoreWarning, stacklevel=2)
+            return cls(path, path.stem)
 
     def add(
         self,
@@ -117,7 +136,12 @@ def load_index(store: Path) -> dict[str, JobRef]:
     if not folder.exists():
         return index
     for path in sorted(folder.glob("*.json")):
-        for rid, ref in SubmissionRecord.load(path).latest().items():
+        try:
+            record = SubmissionRecord.load(path)
+        except CorruptRecord as err:
+            warnings.warn(f"skipping {err}", StoreWarning, stacklevel=2)
+            continue
+        for rid, ref in record.latest().items():
             if rid not in index or ref.submitted > index[rid].submitted:
                 index[rid] = ref
     return index
@@ -145,3 +169,25 @@ def store_lock(store: Path) -> Iterator[None]:
         finally:
             _HELD_LOCKS.discard(folder)
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _valid_submissions(subs: Any) -> bool:
+    """Whether ``subs`` has the shape :meth:`SubmissionRecord.add` writes."""
+    if not isinstance(subs, list):
+        return False
+    for sub in subs:
+        if not isinstance(sub, dict):
+            return False
+        jobs, tasks = sub.get("jobs"), sub.get("tasks")
+        strings = (sub.get("executor"), sub.get("folder"), sub.get("host"))
+        if not (
+            all(isinstance(s, str) for s in strings)
+            and isinstance(sub.get("time"), int | float)
+            and isinstance(jobs, list)
+            and isinstance(tasks, list)
+            and len(jobs) == len(tasks)
+            and all(isinstance(j, str) for j in jobs)
+            and all(isinstance(r, list) and all(isinstance(x, str) for x in r) for r in tasks)
+        ):
+            return False
+    return True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import socket
 import subprocess
@@ -10,8 +9,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import submitit
 
 from benchmark.launch.records import JobRef
 from benchmark.store import FAILED, FINISHED
@@ -124,18 +121,19 @@ def expand_job_ids(text: str) -> list[str]:
 
 
 def _local_state(ref: JobRef) -> JobState:
-    if ref.host == socket.gethostname():
+    """Running while its worker process lives on this host; afterwards simply ENDED.
+
+    submitit keeps a local job's outcome in a result pickle, at a folder the submission record
+    names. That pickle is never read here: a record is data (a store may come from anywhere),
+    and each run's own result JSON already says how it ended.
+    """
+    if ref.host == socket.gethostname() and ref.job_id.isdigit():
         try:
             cmdline = Path(f"/proc/{ref.job_id}/cmdline").read_bytes()
         except OSError:
             cmdline = b""
         if b"submitit.local" in cmdline:
             return JobState("RUNNING", active=True)
-    result = submitit.core.utils.JobPaths(ref.folder, ref.job_id).result_pickle
-    if result.exists():
-        with contextlib.suppress(Exception):
-            outcome, _ = submitit.core.utils.pickle_load(result)
-            return JobState("COMPLETED" if outcome == "success" else "FAILED", active=False)
     return JobState("ENDED", active=False)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import time
@@ -12,7 +13,7 @@ from typing import Any, TextIO
 
 import submitit
 
-from benchmark.grid import Expansion, Grid, expand
+from benchmark.grid import MAX_CELLS, Expansion, Grid, expand
 from benchmark.launch.planning import (
     JobSpec,
     Node,
@@ -105,7 +106,8 @@ def submit_grid(
     grid = expansion.grid
     nodes = grid_nodes(expansion)
     record_path = records_dir(store) / f"{grid.name}.json"
-    with store_lock(store):
+    # A dry run only reads: no lock file, no folder (the store may be read-only).
+    with contextlib.nullcontext() if dry_run else store_lock(store):
         index = load_index(store)
         records = read_records(Store(store), [n.run_id for n in nodes])
         states = job_states(unfinished_refs(index, records))
@@ -118,7 +120,7 @@ def submit_grid(
         result.specs = [s for specs in levels for s in specs]
         if dry_run or not plan.submit:
             return result
-        record = SubmissionRecord.load(record_path)
+        record = SubmissionRecord.load_or_set_aside(record_path)
         record.grid = grid.name
         record.file = str(grid.path.resolve()) if grid.path else None
         if settings.executor == "slurm":
@@ -331,6 +333,7 @@ def prepare(
     settings: LaunchSettings | None = None,
     *,
     check_configs: bool = True,
+    max_cells: int = MAX_CELLS,
 ) -> Expansion:
     """Expand a grid for a store: absolute ``output.dir``, the executor's threads, no tqdm.
 
@@ -340,4 +343,4 @@ def prepare(
     extra: dict[str, Any] = {"output.dir": str(Path(store).resolve()), "logging.progress": False}
     if settings is not None:
         extra["runtime.threads"] = settings.run_threads()
-    return expand(grid, extra, check_configs=check_configs)
+    return expand(grid, extra, check_configs=check_configs, max_cells=max_cells)

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 import submitit
 from submitit.core.utils import UncompletedJobError
 
-from benchmark.config import RunConfig, config_to_dict
-from benchmark.store import FAILED, FINISHED, Store
+from benchmark.config import RunConfig
+from benchmark.store import FAILED, FINISHED, ResultExistsError, RunLockedError, Store
 
 LOG_TAIL_LINES = 40
+SKIPPED = "skipped"  # another job holds the run's lock
 
 
 class ParentNotFinished(RuntimeError):
@@ -66,6 +67,11 @@ class GridTask(submitit.helpers.Checkpointable):
             try:
                 _require_parent(cfg, store)
                 execute(cfg)
+            except RunLockedError as err:
+                # Another job trains this run right now: it records the result, not this one.
+                _log(f"run {rid}: skipped, {err}")
+                outcome[rid] = SKIPPED
+                continue
             except UncompletedJobError as err:
                 # Raised by submitit's signal handler when it will not requeue any more (too
                 # many time-outs): the job is over, so the other runs cannot go on either.
@@ -103,9 +109,16 @@ def _require_parent(cfg: RunConfig, store: Store) -> None:
         return
     pid = parent.run_id
     # Never train a parent inside a child: two children would race to train it.
-    if not (store.is_finished(pid) and store.weights_path(pid).exists()):
+    if not store.is_finished(pid):
         status = store.status(pid) or "no result"
         raise ParentNotFinished(f"dense parent {pid} has not finished ({status})")
+    weights = store.weights_path(pid)
+    if not weights.exists():
+        raise ParentNotFinished(
+            f"dense parent {pid} has finished but its weights {weights} are missing: train it "
+            "again with `prunebench run --force` on its config, or `prunebench run` on this "
+            "run's config, which retrains the parent first"
+        )
 
 
 def _job_log_tail() -> tuple[str | None, list[str]]:
@@ -131,16 +144,11 @@ def _record_failure(store: Store, cfg: RunConfig, err: BaseException) -> None:
         return
     record = store.read(rid)
     if record is None or record.get("status") != FAILED:
-        record = {
-            "run_id": rid,
-            "status": FAILED,
-            "method": cfg.method.name,
-            "config": config_to_dict(cfg),
-            "error": f"{type(err).__name__}: {err}",
-            "traceback": traceback.format_exc().splitlines()[-20:],
-            "finished": time.time(),
-        }
+        from benchmark.runner import failure_record
+
+        record = failure_record(cfg, err)
     job_id, tail = _job_log_tail()
     record["job_id"] = job_id
     record["log_tail"] = tail
-    store.write(record)
+    with contextlib.suppress(ResultExistsError):  # a finished result appeared meanwhile
+        store.write(record)

@@ -11,6 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from benchmark.errors import ConfigError
+from benchmark.nm_sparsity import PATTERNS as NM_PATTERNS
+from benchmark.nm_sparsity import nm_criterion
 from benchmark.pruning.allocation import allocate_counts
 from benchmark.registry import Registry
 
@@ -156,6 +158,11 @@ def _erk(sel: Selection) -> list[Tensor]:
     """Erdős–Rényi kernel: density proportional to sum(shape) / numel, dense layers capped at 1."""
     sums = [float(sum(w.shape)) if w.numel() else 0.0 for w in sel.weights]
     return _layerwise_masks(sel, sums, [0] * len(sel.weights))
+
+
+# N:M semi-structured patterns ("nm" = 2:4, also "2:4", "1:4", "4:8"): benchmark.nm_sparsity.
+for _name, (_n, _m) in NM_PATTERNS.items():
+    CRITERIA.add(_name, nm_criterion(_n, _m))
 
 
 def _layerwise_masks(sel: Selection, weights: list[float], lower: list[int]) -> list[Tensor]:

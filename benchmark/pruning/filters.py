@@ -30,16 +30,26 @@ def _pruned_filters(mask: Tensor | None, out_channels: int, device: torch.device
     return ~(mask.detach().reshape(out_channels, -1) != 0).any(dim=1).to(device)
 
 
-def _kept_filters(conv: nn.Conv2d, fraction: float, current: Tensor | None) -> Tensor:
+def _kept_filters(
+    conv: nn.Conv2d, fraction: float, current: Tensor | None, multiple: int = 1
+) -> Tensor:
     """``bool`` per output filter of ``conv``: the filters with the largest L2 norms survive.
 
     round(fraction * n) filters are pruned, but never fewer than were pruned before (pruning is
-    hard) and, unless they were all pruned before, never all of them.
+    hard) and, unless they were all pruned before, never all of them. With ``multiple`` > 1 the
+    number kept is rounded to the nearest multiple of it (down when that exceeds the filters
+    still alive; all alive ones when fewer than ``multiple`` are), for hardware-friendly widths.
     """
     weight = conv.weight.detach()
     n = conv.out_channels
     before = _pruned_filters(current, n, weight.device)
     n_prune = max(min(round(fraction * n), n - 1), int(before.sum()))
+    if multiple > 1:
+        alive = n - int(before.sum())
+        kept = max(multiple, multiple * round((n - n_prune) / multiple))
+        if kept > alive:
+            kept = max(multiple * (alive // multiple), min(alive, multiple))
+        n_prune = n - kept
     norms = weight.reshape(n, -1).float().norm(dim=1)
     return magnitude_topk_masks([_masked_scores(norms, ~before)], n - n_prune)[0]
 
@@ -50,8 +60,12 @@ def filter_masks(
     *,
     current: Mapping[str, Tensor] | None = None,
     exclude: Sequence[str] = (),
+    multiple: int = 1,
 ) -> dict[str, Tensor]:
     """Prune the lowest-L2-norm filters of every Conv2d, the same fraction per layer (Li et al.).
+
+    ``multiple`` > 1 rounds each layer's kept filter count to a multiple of it (e.g. 8, which
+    tensor cores prefer); the default 1 is the paper's setting.
 
     Returns ``bool`` masks keyed by parameter name: the conv weight (whole filters), its bias,
     and the weight and bias of the BatchNorm2d that normalises the conv's output. That BN is the
@@ -70,7 +84,7 @@ def filter_masks(
         if not isinstance(conv, nn.Conv2d) or _excluded(name, patterns):
             continue
         weight_name = _param_name(name, "weight")
-        kept = _kept_filters(conv, fraction, current.get(weight_name))
+        kept = _kept_filters(conv, fraction, current.get(weight_name), multiple)
         masks[weight_name] = kept.view(-1, 1, 1, 1).expand_as(conv.weight).clone()
         if conv.bias is not None:
             masks[_param_name(name, "bias")] = kept.clone()

@@ -1,0 +1,78 @@
+"""Latency measurement and the measured speedup of stored runs (tiny repeats; no speed asserts)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmark.cli import main
+from benchmark.errors import ConfigError
+from benchmark.latency import compare, measure
+from benchmark.models import build_model
+from benchmark.run_latency import UNSTRUCTURED_NOTE, measure_run
+from benchmark.runner import execute
+from benchmark.store import Store
+from tests.helpers import tiny_config
+
+
+def test_measure_reports_median_between_percentiles_and_throughput():
+    model = build_model("cnn_small", 10, (1, 8, 8))
+    t = measure(model, (1, 8, 8), batch=4, warmup=1, repeats=5)
+    assert t.p10_ms <= t.median_ms <= t.p90_ms
+    assert t.images_per_s == pytest.approx(4 / t.median_ms * 1000)
+    assert (t.batch, t.repeats, t.warmup) == (4, 5, 1)
+
+
+def test_bad_batch_and_repeats_name_the_field():
+    model = build_model("cnn_small", 10, (1, 8, 8))
+    with pytest.raises(ConfigError, match="batch"):
+        measure(model, (1, 8, 8), batch=0)
+    with pytest.raises(ConfigError, match="repeats"):
+        measure(model, (1, 8, 8), batch=1, repeats=0)
+
+
+def test_compare_records_speedup_per_batch_device_threads_and_versions():
+    dense = build_model("cnn_small", 10, (1, 8, 8))
+    result = compare(dense, dense, (1, 8, 8), batches=(1, 8), warmup=0, repeats=3)
+    assert set(result["per_batch"]) == {"1", "8"}
+    assert result["measured_batch"] == 8
+    assert result["measured_speedup"] == result["per_batch"]["8"]["measured_speedup"] > 0
+    assert result["threads"] == torch.get_num_threads()
+    assert result["device"] == "cpu" and "torch_pruning" in result["versions"]
+
+
+@pytest.mark.slow
+def test_latency_of_stored_runs_filter_pruned_measured_unstructured_theoretical(tmp_path):
+    common = ("budget.epochs=3", "budget.initial_epochs=2", "budget.cycles=1")
+    structured = execute(
+        tiny_config(tmp_path, *common, "method.sparsity=0.5", "method.structured=true")
+    )
+    unstructured = execute(tiny_config(tmp_path, *common, "method.sparsity=0.5"))
+    result = measure_run(structured["run_id"], str(tmp_path), device="cpu", warmup=0, repeats=2)
+    assert result["kind"] == "filter" and result["measured_speedup"] > 0
+    assert result["params_kept"] < 0.8
+    stored = Store(tmp_path).read(structured["run_id"])["metrics"]
+    assert stored["measured_speedup"] == result["measured_speedup"]
+    assert stored["speedup"] > 1  # the theoretical one is kept beside it
+    code = main(["latency", unstructured["run_id"], "--store", str(tmp_path), "--device", "cpu",
+                 "--repeats", "2"])  # fmt: skip
+    assert code == 0
+    stored = Store(tmp_path).read(unstructured["run_id"])["metrics"]
+    assert stored["measured_speedup"] is None
+    assert stored["latency"]["note"] == UNSTRUCTURED_NOTE
+
+
+def test_latency_cli_refuses_bad_input_before_measuring(tmp_path, capsys):
+    assert main(["latency", "nope", "--store", str(tmp_path), "--batches", "1,x"]) == 2
+    assert "--batches" in capsys.readouterr().err
+    assert main(["latency", "nope", "--store", str(tmp_path), "--device", "cpu"]) == 2
+    assert "RUN_ID" in capsys.readouterr().err
+
+
+def test_interleaved_timing_takes_all_repeats_of_every_model():
+    from benchmark.latency import interleaved
+
+    a, b = build_model("cnn_small", 10, (1, 8, 8)).eval(), build_model("cnn_small", 10, (1, 8, 8))
+    times = interleaved([a, b.eval()], torch.zeros(2, 1, 8, 8), warmup=0, repeats=7, rounds=3)
+    assert [len(t) for t in times] == [7, 7]
+    assert all(t > 0 for ts in times for t in ts)

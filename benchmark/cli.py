@@ -65,9 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print the whole record as JSON")
 
     fake = sub.add_parser(
-        "fake-data", help="write small stand-in CIFAR/ImageNet files in the real on-disk formats"
+        "fake-data",
+        help="write small stand-in dataset files in the real on-disk formats",
     )
-    fake.add_argument("dataset", choices=["cifar10", "cifar100", "imagenet"])
+    fake.add_argument(
+        "dataset", choices=["cifar10", "cifar100", "imagenet", "coco", "cityscapes", "wmt16"]
+    )
     fake.add_argument("--root", default="data", help="folder to write into (data.root)")
     fake.add_argument("--size", type=int, default=200, help="training images (CIFAR)")
     fake.add_argument("--signal", type=float, default=0.5, help="class signal in [0, 1) (CIFAR)")
@@ -162,6 +165,7 @@ def format_summary(record: dict[str, Any]) -> str:
         f"  test top-1      {m['test']['top1']:.4f}"
         + (f"   top-5 {m['test']['top5']:.4f}" if "top5" in m["test"] else ""),
         f"  val top-1       {m['val']['top1']:.4f}",
+        *(f"  test {k:<11}{m['test'][k]:.4f}" for k in ("miou", "bleu") if k in m["test"]),
         f"  sparsity        {m['sparsity']:.4f} (prunable), {m['sparsity_total']:.4f} (all)",
         f"  speedup         {m['speedup']:.2f}x (corrected {m['speedup_corrected']:.2f}x)",
         f"  images/s        {m['images_per_s']:.0f}",
@@ -259,11 +263,13 @@ def cmd_fake_data(args: argparse.Namespace) -> int:
             raise ConfigError("--classes", args.classes, "an integer >= 1")
         fakedata.write_imagenet_photos(args.root, n_train=args.size, classes=args.classes)
     else:
-        fakedata.write_imagefolder(args.root)
-    print(
-        f"wrote a stand-in {args.dataset} under {args.root}; "
-        "run with --set data.check_integrity=false"
+        fakedata.WRITERS[args.dataset](args.root)
+    hint = (
+        "data.check_integrity=false"
+        if args.dataset.startswith("cifar")
+        else f"data.name={args.dataset} --set data.root={str(args.root)!r}"
     )
+    print(f"wrote a stand-in {args.dataset} under {args.root}; run with --set {hint}")
     return 0
 
 

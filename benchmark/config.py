@@ -36,13 +36,25 @@ class DataConfig:
     workers: int = 4
     # ImageNet: "pil" decodes in loader workers; "gpu" decodes on the run's device (nvJPEG).
     loader: str = "pil"
+    # Segmentation: training crop side in pixels (0: the dataset's own, e.g. 480 for COCO).
+    crop_size: int = 0
+    # Translation: the part of a pass over the training data that one epoch is (1/k).
+    epoch_fraction: float = 1.0
+    # Translation: token limit of sources, targets and generated translations (the paper: 128).
+    max_length: int = 128
 
 
 @dataclass
 class ModelConfig:
-    """Which architecture to build."""
+    """Which architecture to build and how to initialise it (see models.py)."""
 
     name: str = "cnn_small"
+    # "default": each model's own constructor (PyTorch's/torchvision's), as the paper's code;
+    # "he_normal": He-normal convs/linears, zero biases.
+    init: typing.Literal["default", "he_normal"] = "default"
+    # A local checkpoint in the library's own format (a torchvision state dict file, a
+    # transformers save_pretrained folder); empty: random initialisation.
+    pretrained: str = ""
 
 
 @dataclass
@@ -50,11 +62,22 @@ class OptimConfig:
     """SGD hyperparameters and loss options."""
 
     momentum: float = 0.9
-    nesterov: bool = False
+    # Unset: as the paper's code, Nesterov exactly when weight_decay > 0 (see use_nesterov).
+    nesterov: bool | None = None
     weight_decay: float = 5e-4
     label_smoothing: float = 0.0
     grad_clip: float = 0.0
     bf16: bool = False
+
+    def use_nesterov(self) -> bool:
+        """Whether SGD uses Nesterov momentum: ``nesterov`` when set, else the paper's rule.
+
+        The paper's code (ZIB-IOL/BIMP) builds SGD with ``nesterov = weight_decay > 0``, which
+        is every run of the paper; momentum 0 leaves nothing for Nesterov to act on.
+        """
+        if self.nesterov is not None:
+            return self.nesterov
+        return self.weight_decay > 0 and self.momentum > 0
 
 
 @dataclass
@@ -395,9 +418,24 @@ def _default_params(method: MethodConfig) -> Any:
     return method_params_class(method.name)()
 
 
+# Version of what a config computes, hashed into every run id. Bump it when a default changes
+# what runs compute without a new field (ids of results stored before must never match runs of
+# the new code). 1 (implicit, not hashed): up to He-normal init, plain momentum and the standard
+# WRN-28-10; 2: the paper's code's PyTorch-default init, Nesterov and WRN-28-10, and every
+# method's defaults as the paper's code ran them (GMP soft with the paper's step labels, LC's
+# constant decay, GSM/LC ranking BatchNorm parameters too, CS/DST's doubled decay, BatchNorm
+# recomputed after the final prune, BIMP's fresh optimizer at the first cycle).
+IDENTITY_VERSION = 2
+
+
+def run_identity(cfg: RunConfig) -> dict[str, Any]:
+    """What the run id hashes: the identity version and the canonical config."""
+    return {"identity_version": IDENTITY_VERSION, **canonical_dict(cfg)}
+
+
 def run_id(cfg: RunConfig) -> str:
-    """A stable id: method name plus a hash of the canonical config (defaults left out)."""
-    text = json.dumps(canonical_dict(cfg), sort_keys=True, separators=(",", ":"))
+    """A stable id: method name plus a hash of :func:`run_identity` (defaults left out)."""
+    text = json.dumps(run_identity(cfg), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return f"{cfg.method.name}-{digest}"
 

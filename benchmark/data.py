@@ -14,6 +14,7 @@ import os
 import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ class DataSource(ABC):
     """A dataset ready for training: fixed train/val/test splits and deterministic batches."""
 
     name: str
+    # The registered task (benchmark.tasks) that says how batches are trained and scored.
+    task: str = "classification"
     num_classes: int
     input_shape: tuple[int, int, int]
     num_train: int  # training samples after removing the validation split
@@ -97,6 +100,9 @@ class DataSource(ABC):
         """Return the first ``n`` test inputs."""
 
 
+# Datasets that torchvision cannot download: their files must already be under data.root.
+NO_DOWNLOAD = {"imagenet", "coco", "cityscapes", "wmt16"}
+
 DatasetBuilder = Callable[[DataConfig, torch.device], DataSource]
 DATASETS: Registry[DatasetBuilder] = Registry("dataset")
 
@@ -132,8 +138,30 @@ def validate_data_config(cfg: DataConfig) -> None:
     check_loader = cfg.loader in LOADERS and (cfg.loader == "pil" or cfg.name == "imagenet")
     if not check_loader:
         raise ConfigError("data.loader", cfg.loader, "'pil', or 'gpu' for data.name = 'imagenet'")
-    if cfg.name == "imagenet" and cfg.download:
-        raise ConfigError("data.download", cfg.download, "false for imagenet (no public download)")
+    if cfg.name in NO_DOWNLOAD and cfg.download:
+        raise ConfigError("data.download", cfg.download, f"false for {cfg.name} (no download here)")
+    if not _is_int(cfg.crop_size) or cfg.crop_size < 0:
+        raise ConfigError("data.crop_size", cfg.crop_size, "an integer >= 0 (0: the default)")
+    validate_epoch_fraction(cfg)
+    if not _is_int(cfg.max_length) or cfg.max_length < 2:
+        raise ConfigError("data.max_length", cfg.max_length, "an integer >= 2 (tokens)")
+
+
+# Datasets whose epochs may be a part of a pass over the data.
+PARTIAL_EPOCHS = {"wmt16"}
+
+
+def validate_epoch_fraction(cfg: DataConfig) -> None:
+    """``data.epoch_fraction`` must be 1/k for an integer k >= 1, and 1 where unsupported."""
+    f = cfg.epoch_fraction
+    if cfg.name not in PARTIAL_EPOCHS:
+        if f != 1.0:
+            raise ConfigError("data.epoch_fraction", f, f"1.0 for data.name = {cfg.name!r}")
+        return
+    if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
+        raise ConfigError("data.epoch_fraction", f, "1/k for an integer k >= 1, e.g. 0.05")
+    if abs(1 / f - round(1 / f)) > 1e-6:
+        raise ConfigError("data.epoch_fraction", f, "1/k for an integer k >= 1, e.g. 0.05")
 
 
 def build_dataset(cfg: DataConfig, device: torch.device) -> DataSource:
@@ -487,14 +515,32 @@ def build_cifar100(cfg: DataConfig, device: torch.device) -> DataSource:
 # --------------------------------------------------------------------------- ImageNet
 
 
-class _ImageList(Dataset):
-    """Images ``samples[order[i]]`` with a transform; optional per-item seeds for augmentation."""
+@contextmanager
+def torch_seeded(seed: int) -> Iterator[None]:
+    """Seed the global torch RNG for one item's random transforms, then restore it.
+
+    torchvision's random transforms use the global torch RNG; seeding it per item makes every
+    crop independent of the worker count and leaves the caller's RNG untouched (workers == 0).
+    """
+    state = torch.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        yield
+    finally:
+        torch.set_rng_state(state)
+
+
+class SeededList(Dataset):
+    """Items ``samples[order[i]]`` with a transform; optional per-item seeds for augmentation.
+
+    Subclasses load an item in ``__getitem__`` and pass it through :meth:`apply`.
+    """
 
     def __init__(
         self,
-        samples: list[tuple[str, int]],
+        samples: Sequence[Any],
         order: Tensor,
-        transform: Callable[[object], Tensor],
+        transform: Callable[..., Any],
         seeds: Tensor | None = None,
     ) -> None:
         self.samples = samples
@@ -505,20 +551,20 @@ class _ImageList(Dataset):
     def __len__(self) -> int:
         return len(self.order)
 
+    def apply(self, i: int, *inputs: Any) -> Any:
+        """``transform(*inputs)`` under item ``i``'s seed (when the list has seeds)."""
+        if self.seeds is None:
+            return self.transform(*inputs)
+        with torch_seeded(self.seeds[i]):
+            return self.transform(*inputs)
+
+
+class _ImageList(SeededList):
+    """Image files with class labels."""
+
     def __getitem__(self, i: int) -> tuple[Tensor, int]:
         path, label = self.samples[self.order[i]]
-        image = default_loader(path)
-        if self.seeds is None:
-            return self.transform(image), label
-        # torchvision's random transforms use the global torch RNG; seeding it per item
-        # (and restoring it afterwards) makes every crop independent of the worker count
-        # and leaves the caller's RNG untouched when workers == 0.
-        state = torch.get_rng_state()
-        try:
-            torch.manual_seed(self.seeds[i])
-            return self.transform(image), label
-        finally:
-            torch.set_rng_state(state)
+        return self.apply(i, default_loader(path)), label
 
 
 class FolderSource(DataSource):
@@ -636,3 +682,7 @@ def build_imagenet(cfg: DataConfig, device: torch.device) -> DataSource:
     CenterCrop(224); ImageNet mean/std normalisation; ``cfg.workers`` loader processes.
     """
     return FolderSource(cfg, device)
+
+
+# Registered here so that every dataset is known once this module is imported.
+from benchmark import data_segmentation, data_translation  # noqa: E402,F401

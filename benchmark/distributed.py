@@ -226,6 +226,12 @@ class DataParallel:
         that the processes cannot share (ConfigError naming data.batch_size)."""
         if not self.active:
             return
+        # Only classification sources slice their batches and splits per process; mIoU and BLEU
+        # are not sums over samples either.
+        if getattr(data, "task", "classification") != "classification":
+            raise ConfigError(
+                "--nproc", self.world, f"1 for data.name = {data.name!r} (a {data.task} dataset)"
+            )
         check_batch(data.batch_size, self.world)
         check_last_batch(data.num_train, data.batch_size, self.world)
         smallest = min(data.num_train, data.num_val, data.num_test)

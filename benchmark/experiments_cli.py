@@ -232,6 +232,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         return 0
+    experiment.prepare(args.scale)
     _submit_missing(
         missing,
         args.executor,

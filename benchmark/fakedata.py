@@ -9,6 +9,7 @@ ones, and torchvision would otherwise reject them.
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,192 @@ def write_imagenet_photos(
 
 
 WRITERS = {"cifar10": write_cifar10, "cifar100": write_cifar100, "imagenet": write_imagefolder}
+
+
+# --------------------------------------------------------------------------- segmentation
+
+# Stand-in objects: (COCO category id, CityScapes label id) pairs with a colour each.
+_SEG_OBJECTS = ((5, 26, (200, 40, 40)), (2, 24, (40, 200, 40)), (16, 11, (40, 40, 200)))
+
+
+def _object_boxes(
+    rng: np.random.Generator, h: int, w: int, n: int
+) -> list[tuple[int, int, int, int, int]]:
+    """``n`` random boxes (object index, x0, y0, x1, y1) inside an h x w image."""
+    boxes = []
+    for _ in range(n):
+        k = int(rng.integers(len(_SEG_OBJECTS)))
+        x0, y0 = int(rng.integers(0, w // 2)), int(rng.integers(0, h // 2))
+        x1, y1 = x0 + int(rng.integers(w // 4, w // 2)), y0 + int(rng.integers(h // 4, h // 2))
+        boxes.append((k, x0, y0, x1, y1))
+    return boxes
+
+
+def _paint(rng: np.random.Generator, h: int, w: int, boxes: list) -> np.ndarray:
+    """A noisy uint8 RGB image with each box filled in its object's colour."""
+    pixels = rng.integers(0, 80, (h, w, 3)).astype(np.int64)
+    for k, x0, y0, x1, y1 in boxes:
+        pixels[y0:y1, x0:x1] += np.array(_SEG_OBJECTS[k][2])
+    return np.clip(pixels, 0, 255).astype(np.uint8)
+
+
+def write_coco(
+    root: str | Path, n_train: int = 8, n_val: int = 4, size: tuple[int, int] = (64, 80)
+) -> Path:
+    """Write a COCO 2017 stand-in: ``{train,val}2017/*.jpg`` and ``annotations/instances_*.json``.
+
+    Each image holds 1-2 rectangles of VOC categories (as polygons; one as RLE) and one object of
+    a non-VOC category (toothbrush, 90) that the loader must ignore; the first rectangle covers a
+    quarter of the image, so that the objects pass the reference's 1000-pixel area filter at the
+    default size. One training image has no VOC object at all and is left out of training.
+    """
+    from PIL import Image
+    from pycocotools import mask as coco_mask
+
+    root = Path(root)
+    rng = np.random.default_rng(0)
+    h, w = size
+    categories = [{"id": c, "name": f"cat{c}", "supercategory": "x"} for c in (2, 5, 16, 90)]
+    for split, n in (("train", n_train), ("val", n_val)):
+        folder = root / f"{split}2017"
+        folder.mkdir(parents=True, exist_ok=True)
+        images, annotations = [], []
+        for i in range(n):
+            img_id = 1000 * (split == "val") + i + 1
+            empty = split == "train" and i == n - 1
+            big = (i % len(_SEG_OBJECTS), 0, h // 2, w // 2, h)
+            boxes = [] if empty else [big, *_object_boxes(rng, h, w, i % 2)]
+            name = f"{img_id:012d}.jpg"
+            Image.fromarray(_paint(rng, h, w, boxes)).save(folder / name, quality=95)
+            images.append({"id": img_id, "file_name": name, "height": h, "width": w})
+            objects = [(_SEG_OBJECTS[k][0], box) for k, *box in boxes] + [(90, (0, 0, 4, 4))]
+            for j, (cat, (x0, y0, x1, y1)) in enumerate(objects):
+                polygon = [[x0, y0, x1, y0, x1, y1, x0, y1]]
+                segmentation: list | dict = polygon
+                if j == 1:
+                    rle = coco_mask.merge(coco_mask.frPyObjects(polygon, h, w))
+                    segmentation = {"size": rle["size"], "counts": rle["counts"].decode()}
+                annotations.append(
+                    {
+                        "id": len(annotations) + 1 + 10_000 * (split == "val"),
+                        "image_id": img_id,
+                        "category_id": cat,
+                        "segmentation": segmentation,
+                        "area": float((x1 - x0) * (y1 - y0)),
+                        "bbox": [x0, y0, x1 - x0, y1 - y0],
+                        "iscrowd": 0,
+                    }
+                )
+        ann = {"images": images, "annotations": annotations, "categories": categories}
+        path = root / "annotations" / f"instances_{split}2017.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(ann))
+    return root
+
+
+def write_cityscapes(
+    root: str | Path, n_train: int = 8, n_val: int = 4, size: tuple[int, int] = (32, 64)
+) -> Path:
+    """Write a CityScapes stand-in: ``leftImg8bit/{train,val}/<city>/*_leftImg8bit.png`` and
+    ``gtFine/{train,val}/<city>/*_gtFine_labelIds.png`` (label ids; 0 = unlabelled)."""
+    from PIL import Image
+
+    root = Path(root)
+    rng = np.random.default_rng(1)
+    h, w = size
+    for split, n, city in (("train", n_train, "aachen"), ("val", n_val, "frankfurt")):
+        images = root / "leftImg8bit" / split / city
+        labels = root / "gtFine" / split / city
+        images.mkdir(parents=True, exist_ok=True)
+        labels.mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            boxes = _object_boxes(rng, h, w, 2)
+            ids = np.full((h, w), 7, dtype=np.uint8)  # road
+            ids[: h // 8] = 0  # unlabelled sky strip
+            for k, x0, y0, x1, y1 in boxes:
+                ids[y0:y1, x0:x1] = _SEG_OBJECTS[k][1]
+            stem = f"{city}_000000_{i:06d}"
+            Image.fromarray(_paint(rng, h, w, boxes)).save(images / f"{stem}_leftImg8bit.png")
+            Image.fromarray(ids).save(labels / f"{stem}_gtFine_labelIds.png")
+    return root
+
+
+WRITERS["coco"] = write_coco
+WRITERS["cityscapes"] = write_cityscapes
+
+
+# --------------------------------------------------------------------------- translation
+
+# A word-for-word English -> German dictionary: the stand-in corpus is learnable.
+_LEXICON = {
+    "the": "die",
+    "cat": "katze",
+    "dog": "hund",
+    "sees": "sieht",
+    "likes": "mag",
+    "small": "kleine",
+    "big": "große",
+    "house": "haus",
+    "tree": "baum",
+    "and": "und",
+    "a": "eine",
+    "red": "rote",
+    "green": "grüne",
+    "car": "auto",
+    "bird": "vogel",
+    "today": "heute",
+}
+
+
+def write_wmt16(
+    root: str | Path,
+    n_train: int = 64,
+    n_val: int = 8,
+    n_test: int = 8,
+    vocab_size: int = 100,
+    parquet: bool = True,
+) -> Path:
+    """Write a WMT16 de-en stand-in: the Hugging Face dataset's ``de-en/{split}-*.parquet``
+    files (or, with ``parquet=False``, raw ``{split}.en``/``{split}.de`` text) and a tiny
+    SentencePiece model ``spiece.model`` trained on the stand-in text with T5's special ids."""
+    import io
+
+    import pandas as pd
+    import sentencepiece as spm
+
+    from benchmark.data_translation import PREFIX
+
+    root = Path(root)
+    rng = np.random.default_rng(2)
+    words = list(_LEXICON)
+    text: list[str] = []
+    for split, n in (("train", n_train), ("validation", n_val), ("test", n_test)):
+        en = [" ".join(rng.choice(words, size=int(rng.integers(3, 9)))) for _ in range(n)]
+        de = [" ".join(_LEXICON[w] for w in s.split()) for s in en]
+        text += [PREFIX + s for s in en] + de
+        if parquet:
+            path = root / "de-en" / f"{split}-00000-of-00001.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pairs = [{"de": d, "en": e} for d, e in zip(de, en, strict=True)]
+            pd.DataFrame({"translation": pairs}).to_parquet(path)
+        else:
+            root.mkdir(parents=True, exist_ok=True)
+            (root / f"{split}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+            (root / f"{split}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(text),
+        model_writer=model,
+        vocab_size=vocab_size,
+        hard_vocab_limit=False,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
+    )
+    (root / "spiece.model").write_bytes(model.getvalue())
+    return root
+
+
+WRITERS["wmt16"] = write_wmt16

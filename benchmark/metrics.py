@@ -23,7 +23,7 @@ the batch size). A layer called several times in one forward pass is counted onc
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -179,10 +179,11 @@ def _layer_entry(name: str, module: nn.Module, inp: Tensor, out: Tensor) -> Laye
     return LayerMacs(name, "linear", dense_sb, module.in_features * out_per_example, density)
 
 
-def layer_macs(model: nn.Module, example_input: Tensor) -> list[LayerMacs]:
+def layer_macs(model: nn.Module, example_input: Tensor | Mapping[str, Tensor]) -> list[LayerMacs]:
     """Return per-example MACs and weight density of every Conv2d and Linear layer.
 
-    Runs one forward pass of ``example_input`` (a batch) in eval mode without gradients, so
+    Runs one forward pass of ``example_input`` (a batch; a mapping is passed as keyword
+    arguments, e.g. a translation model's token ids) in eval mode without gradients, so
     batch-norm statistics are untouched; layers appear in call order, repeated calls summed.
     """
     entries: dict[str, LayerMacs] = {}
@@ -204,15 +205,21 @@ def layer_macs(model: nn.Module, example_input: Tensor) -> list[LayerMacs]:
         if isinstance(module, nn.Conv2d | nn.Linear):
             handles.append(module.register_forward_hook(make_hook(name)))
     try:
+        device = model_device(model)
         with torch.no_grad(), eval_mode(model):
-            model(example_input.to(model_device(model)))
+            if isinstance(example_input, Mapping):
+                model(**{k: v.to(device) for k, v in example_input.items()})
+            else:
+                model(example_input.to(device))
     finally:
         for handle in handles:
             handle.remove()
     return list(entries.values())
 
 
-def theoretical_speedup(model: nn.Module, example_input: Tensor) -> dict[str, float]:
+def theoretical_speedup(
+    model: nn.Module, example_input: Tensor | Mapping[str, Tensor]
+) -> dict[str, float]:
     """Return dense/sparse per-example MAC totals and their ratio, ShrinkBench and corrected.
 
     Keys: "speedup", "flops_dense", "flops_sparse" (ShrinkBench rule, as reported in the paper)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from benchmark.checkpoint import CorruptFileError, load_checkpoint, save_checkpoint
-from benchmark.config import RunConfig, canonical_dict, check, config_to_dict
+from benchmark.config import RunConfig, check, config_to_dict, run_identity
 from benchmark.distributed import barrier, broadcast_value, is_main, rank, world_size
 from benchmark.errors import ConfigError
 from benchmark.store import (
@@ -202,7 +202,7 @@ def _execute_locked(
         "method": cfg.method.name,
         "parent_run_id": pid,
         "config": config_to_dict(cfg),
-        "identity": canonical_dict(cfg),
+        "identity": run_identity(cfg),
         "metrics": metrics,
         "history": trainer.state.history,
         "resumed": resumed,

@@ -34,18 +34,33 @@ METRICS: dict[str, tuple[str, float]] = {
     "speedup": ("speedup", 1.0),
     "sparsity": ("sparsity", 100.0),
     "img_per_s": ("images_per_s", 1.0),
+    "iou": ("test.miou", 100.0),
+    "bleu": ("test.bleu", 1.0),
     # Set by `prunebench latency RUN_ID` (benchmark.run_latency); NaN where not measured.
     "measured_speedup": ("measured_speedup", 1.0),
 }
 HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "img_per_s": "img/s"}
 HEADERS["measured_speedup"] = "Measured speedup"
+HEADERS |= {"iou": "mIoU", "bleu": "BLEU"}
 DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measured_speedup": 2}
+DECIMALS |= {"iou": 2, "bleu": 2}
+# The validation column configurations are selected by, per reported metric (else accuracy).
+SELECT_BY: dict[str, tuple[str, float]] = {
+    "accuracy": ("val.top1", 100.0),
+    "iou": ("val.miou", 100.0),
+    "bleu": ("val.bleu", 1.0),
+}
 SPARSITY_TOLERANCE = 0.25  # percent points, for methods without a goal sparsity (paper)
 # Our choice, not the paper's: the smallest round distance (percent points) that places every
 # out-of-interval cell the paper prints (the farthest is STR at 75.34% in the 70% ImageNet column).
 MAX_PLACEMENT_DISTANCE = 6.0
 RANKS = ("first", "second", "third")
-STORE_COLUMNS = ["run_id", "status", "val.top1", *(c for c, _ in METRICS.values())]
+STORE_COLUMNS = [
+    "run_id",
+    "status",
+    *(c for c, _ in SELECT_BY.values()),
+    *(c for c, _ in METRICS.values()),
+]
 
 Status = Literal["ok", "partial", "missing", "none", "unavailable"]
 
@@ -104,11 +119,14 @@ def _std(mean: pd.Series, mean_sq: pd.Series, n: pd.Series, ddof: int) -> pd.Ser
     return np.sqrt(population_var * n / dof)
 
 
-def configuration_stats(joined: pd.DataFrame, ddof: int = 1) -> pd.DataFrame:
+def configuration_stats(
+    joined: pd.DataFrame, ddof: int = 1, select: str = "accuracy"
+) -> pd.DataFrame:
     """Per (cell, tuned configuration): seed means, stds (``ddof``), min/max of every metric and
-    the seed count."""
+    the seed count; ``val`` is the validation value of ``select`` (a key of :data:`SELECT_BY`)."""
     done = joined[joined["done"]].copy()
-    done["val"] = done["val.top1"] * 100.0
+    column, scale = SELECT_BY[select]
+    done["val"] = done[column] * scale
     aggs: dict[str, tuple[str, str]] = {"val": ("val", "mean"), "n": ("val", "size")}
     for metric, (column, scale) in METRICS.items():
         done[metric] = done[column] * scale
@@ -198,11 +216,14 @@ def aggregate(
     store: pd.DataFrame,
     sparsities: Mapping[str, Sequence[float]] | None = None,
     rules: TableRules | None = None,
+    select: str = "accuracy",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(selected configuration per cell, planned/missing runs per cell) of ``plan`` in ``store``."""
     rules = rules or TableRules()
     joined = join_store(plan, store)
-    stats = place_unspecified(configuration_stats(joined, rules.ddof), sparsities or {}, rules)
+    stats = place_unspecified(
+        configuration_stats(joined, rules.ddof, select), sparsities or {}, rules
+    )
     return select_best(stats), missing_counts(joined)
 
 
@@ -277,6 +298,8 @@ class Table:
     notes: list[str] = field(default_factory=list)
     with_paper: bool = False
     ran: str = ""  # at smoke scale, what actually trained ("digits, cnn_wide")
+    # The reported (and selection) metric, a key of SELECT_BY.
+    metric: str = "accuracy"
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -312,7 +335,8 @@ def build_table(
 ) -> Table:
     """Select, aggregate and lay out ``plan`` against ``store`` (and the paper's numbers)."""
     goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups}
-    best, counts = aggregate(plan, store, goals, rules)
+    select = layout.highlight_metric if layout.highlight_metric in SELECT_BY else "accuracy"
+    best, counts = aggregate(plan, store, goals, rules, select=select)
     best_at, count_at = _index(best), _index(counts)
     row_means = _index(per_row_means(plan, store).assign(goal=np.nan, budget=""))
     paper_at = _paper_index(paper)
@@ -363,6 +387,7 @@ def build_table(
         missing=len(ids - finished),
         notes=list(dict.fromkeys(notes)),
         with_paper=paper is not None,
+        metric=select,
     )
 
 
@@ -462,6 +487,11 @@ def _summary(table: Table, store: str) -> list[str]:
         f"{table.planned - table.missing} of {table.planned} planned runs found in {store}; "
         f"missing: {table.missing}."
     ]
+    if table.metric != "accuracy":
+        label = HEADERS[table.metric]
+        lines.append(
+            f"Values: test {label}, mean ± std over seeds; selected by validation {label}."
+        )
     if any(
         v.status == "partial" for b in table.blocks for g in b.groups for ln in g for v in ln.values
     ):
@@ -492,7 +522,8 @@ def render_markdown(table: Table, store: str = "the store") -> str:
                 ]
                 out.append(f"| {line.label} | " + " | ".join(cells) + " |")
         out.append("")
-    out.append("¹ ² ³: first, second and third best per column (unrounded mean test accuracy).")
+    what = "accuracy" if table.metric == "accuracy" else HEADERS[table.metric]
+    out.append(f"¹ ² ³: first, second and third best per column (unrounded mean test {what}).")
     out += _summary(table, store)
     return "\n".join(out) + "\n"
 

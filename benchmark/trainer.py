@@ -21,11 +21,12 @@ from benchmark.checkpoint import CorruptFileError, load_checkpoint, move_aside, 
 from benchmark.config import RunConfig, check
 from benchmark.data import DataSource, build_dataset
 from benchmark.distributed import DataParallel, barrier, is_main, rank_device
-from benchmark.metrics import evaluate, sparsity_stats, theoretical_speedup
+from benchmark.metrics import sparsity_stats
 from benchmark.models import build_model
-from benchmark.pruning import MaskStore, prunable_parameters
-from benchmark.schedules import original_lrs, original_warmup_iters
+from benchmark.pruning import MaskStore
+from benchmark.schedules import original_warmup_iters
 from benchmark.store import StoreWarning
+from benchmark.tasks import Task, get_task
 from methods import get_method
 from methods.base import Method, TrainContext
 
@@ -174,16 +175,21 @@ class Trainer:
         configure_kernels(self.device, cfg.runtime.deterministic)
         seed_everything(cfg.seed)
         self.data: DataSource = build_dataset(cfg.data, self.device)
+        self.task: Task = get_task(self.data.task, cfg)
         self.dp.shard(self.data)
         self.model: nn.Module = build_model(
-            cfg.model.name, self.data.num_classes, self.data.input_shape
+            cfg.model.name,
+            self.data.num_classes,
+            self.data.input_shape,
+            cfg.model.init,
+            cfg.model.pretrained,
         ).to(self.device)
         self.model = self.dp.prepare_model(self.model, self.device)
         self.method: Method = get_method(cfg.method.name)(cfg)
         self.method_epochs = self.method.total_epochs()
         self.total_epochs = self.method_epochs + cfg.finetune.epochs
         self.ipe = self.data.iters_per_epoch()
-        masks = MaskStore(prunable_parameters(self.model, cfg.method.exclude))
+        masks = MaskStore(self.task.prunable(self.model, cfg.method.exclude))
         check_prunable_set(cfg, masks.num_prunable())
         self.ctx = TrainContext(
             cfg=cfg,
@@ -193,7 +199,7 @@ class Trainer:
             masks=masks,
             iters_per_epoch=self.ipe,
             evaluate=self.evaluate,
-            original_lrs=original_lrs(cfg.schedule, self.method.original_epochs(), self.ipe),
+            original_lrs=self.method.schedule_lrs(self.ipe),
             recompute_batchnorm=self.recompute_batchnorm,
         )
         self.method.setup(self.ctx, parent_state)
@@ -201,23 +207,17 @@ class Trainer:
             self.method.param_groups(),
             lr=0.0,
             momentum=cfg.optim.momentum,
-            nesterov=cfg.optim.nesterov,
+            nesterov=cfg.optim.use_nesterov(),
             weight_decay=cfg.optim.weight_decay,
         )
         self.ctx.optimizer = self.optimizer
-        self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.optim.label_smoothing)
         self.state = TrainState()
         self.finetune_lr = self._finetune_lr()
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
-        """Accuracy and loss of the current model on ``split`` (eval mode)."""
-        result = evaluate(
-            self.model,
-            self.data.eval_batches(split),
-            self.data.num_classes,
-            bf16=self.cfg.optim.bf16,
-        )
+        """The task's metrics (accuracy, loss, ...) of the current model on ``split``."""
+        result = self.task.evaluate(self.model, self.data, split)
         # Data-parallel: each process evaluated its part of the split; combine them.
         return self.dp.combine_eval(result, self.data.eval_range(split), self.device)
 
@@ -350,7 +350,7 @@ class Trainer:
             if in_method:
                 method.before_forward(step)
             with autocast:
-                loss = self.loss_fn(forward(x), y)
+                loss = self.task.loss(forward, x, y)
                 extra = method.extra_loss(step) if in_method else None
                 if extra is not None:
                     loss = loss + extra
@@ -451,11 +451,12 @@ class Trainer:
         return metrics
 
     def _pick_finetune(self, after: dict[str, Any]) -> dict[str, Any]:
-        """With post-training FT, keep the better (by validation accuracy) of before/after."""
+        """With post-training FT, keep the better (by the task's validation metric) of the two."""
         before = self.state.pre_finetune
         if before is None:
             return after
-        use_after = after["val"]["top1"] >= before["val"]["top1"]
+        key = self.task.metric
+        use_after = after["val"][key] >= before["val"][key]
         chosen = dict(after if use_after else before)
         chosen["finetune"] = {
             "epochs": self.cfg.finetune.epochs,
@@ -470,13 +471,12 @@ class Trainer:
         test = self.evaluate("test")
         val = self.evaluate("val")
         last_loss = self.state.history[-1]["train_loss"] if self.state.history else float("nan")
-        example = self.data.example_batch().to(self.device)
         return {
             "test": test,
             "val": val,
             "train_loss": last_loss,
             **sparsity_stats(self.model, self.ctx.prunable),
-            **theoretical_speedup(self.model, example),
+            **self.task.speedup(self.model, self.data),
             **{k: v for k, v in self.ctx.record.items()},
         }
 

@@ -21,7 +21,12 @@ from benchmark.config import (
 )
 from benchmark.data import DATASETS, validate_data_config
 from benchmark.errors import check
-from benchmark.models import MODELS, validate_model_data
+from benchmark.models import (
+    MODELS,
+    validate_model_data,
+    validate_model_init,
+    validate_pretrained,
+)
 from benchmark.schedules import validate_schedule
 from benchmark.tomlfile import load_toml
 from methods import get_method
@@ -47,6 +52,8 @@ def validate(cfg: RunConfig) -> None:
     validate_data_config(cfg.data)
     MODELS.get(cfg.model.name, "model.name")
     validate_model_data(cfg.model.name, cfg.data.name)
+    validate_model_init(cfg.model.init)
+    validate_pretrained(cfg.model.pretrained)
     o = cfg.optim
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
     check(

@@ -24,8 +24,10 @@ that pass, ``baseRunner.after_pruning_callback``).
 
 GSM can start from scratch or from a trained dense model (the paper reports the better of the
 two): with ``from_pretrained = true`` the run starts from the dense parent of ``parent_epochs``
-epochs, trained once and shared exactly like IMP's (:func:`methods.bimp.dense_parent`), and
-then trains ``budget.epochs`` epochs with the run's original schedule.
+epochs, trained once and shared exactly like IMP's (:func:`methods.base.dense_parent`; the
+``parent_*`` keys make it the problem's standard dense model for every tuned variant), and then
+trains ``budget.epochs`` epochs with its schedule compressed into them
+(``pretrained_schedule``; see :class:`methods.base.PretrainedParams`).
 
 Implementation: |w * g| is formed in one flat buffer over P with fused ops, the top-Q mask is one
 ``torch.topk`` and the gradients are masked by one fused multiply; nothing syncs with the host.
@@ -46,27 +48,25 @@ from benchmark.config import RunConfig, check
 from benchmark.flat import FlatBuffer, keep_count, topk_mask_
 from benchmark.pruning import compute_masks
 from methods.base import (
-    Method,
     MethodInfo,
+    PretrainedMethod,
+    PretrainedParams,
     TrainContext,
-    pretrained_parent,
     pretrained_presets,
     register_method,
-    validate_pretrained,
 )
 
 
 @dataclass
-class GSMParams:
+class GSMParams(PretrainedParams):
     """Hyperparameters of GSM.
 
-    ``from_pretrained`` starts from a dense parent trained for ``parent_epochs`` epochs (ignored
-    when false). ``rank_over``: ``all`` parameters with a gradient (the reference) or only the
-    ``prunable`` weights; ``recompute_bn``: refresh BatchNorm statistics after the final prune.
+    The from-pretrained keys (``from_pretrained``, ``parent_epochs``, ``pretrained_schedule``,
+    ``parent_*``) are those of :class:`methods.base.PretrainedParams`. ``rank_over``: ``all``
+    parameters with a gradient (the reference) or only the ``prunable`` weights;
+    ``recompute_bn``: refresh BatchNorm statistics after the final prune.
     """
 
-    from_pretrained: bool = False
-    parent_epochs: int = 10
     rank_over: str = "all"
     recompute_bn: bool = True
 
@@ -119,7 +119,7 @@ _PRESETS: dict[str, dict[str, list[Any]]] = {
 
 
 @register_method
-class GSM(Method):
+class GSM(PretrainedMethod):
     """Only the top-Q |w * grad| weights of P get their gradient; then global magnitude prune."""
 
     name = "gsm"
@@ -142,11 +142,8 @@ class GSM(Method):
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
-        validate_pretrained(cfg)
+        super().validate(cfg)
         validate_rank_over(cfg)
-
-    def parent_config(self) -> RunConfig | None:
-        return pretrained_parent(self.cfg)
 
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
         super().setup(ctx, parent_state)

@@ -35,8 +35,9 @@ Both variants end with global magnitude pruning of P to exactly s (in the ``lc``
 the final C step), recompute BatchNorm's running statistics with one train-mode pass over the
 training split (``recompute_bn``, default true: the reference ran the final prune as an IMP step
 whose ``after_pruning_callback`` does that pass) and record the pruning stability. Like GSM, LC
-can start from scratch or from a trained dense model (``from_pretrained``, ``parent_epochs``;
-the parent is shared as IMP's).
+can start from scratch or from a trained dense model (``from_pretrained``, ``parent_epochs``,
+``pretrained_schedule`` and the ``parent_*`` keys of :class:`methods.base.PretrainedParams`; the
+parent is shared as IMP's).
 
 Implementation: the magnitudes, the top-K mask and the decay term live in flat buffers over P;
 per iteration there are two fused copies/adds, one ``torch.topk`` and no host synchronisation.
@@ -60,13 +61,12 @@ from benchmark.config import RunConfig, check
 from benchmark.flat import FlatBuffer, keep_count, topk_mask_
 from benchmark.pruning import compute_masks
 from methods.base import (
-    Method,
     MethodInfo,
+    PretrainedMethod,
+    PretrainedParams,
     TrainContext,
-    pretrained_parent,
     pretrained_presets,
     register_method,
-    validate_pretrained,
 )
 from methods.gsm import grads_of, ranked_parameters, validate_rank_over
 
@@ -75,14 +75,14 @@ WD_SCHEDULES = ("constant", "geometric", "epoch")
 
 
 @dataclass
-class LCParams:
+class LCParams(PretrainedParams):
     """Hyperparameters of LC.
 
     ``decay`` variant: ``wd_schedule`` ``constant`` (the reference), or ``geometric`` with
     ``wd_start_factor``/``wd_end_factor``, or ``epoch`` with ``wd_start_factor``/``decay_growth``;
     ``rank_over`` ``all`` (the reference) or ``prunable``. ``lc`` variant: ``mu_0``,
     ``mu_growth`` and ``c_step_every`` (iterations; 0 = every epoch). ``from_pretrained``,
-    ``parent_epochs`` and ``recompute_bn`` as GSM.
+    ``recompute_bn`` and the from-pretrained keys as GSM.
     """
 
     variant: str = "decay"
@@ -93,8 +93,6 @@ class LCParams:
     mu_0: float = 1e-4
     mu_growth: float = 1.1
     c_step_every: int = 0
-    from_pretrained: bool = False
-    parent_epochs: int = 10
     rank_over: str = "all"
     recompute_bn: bool = True
 
@@ -119,7 +117,7 @@ _PRESETS: dict[str, dict[str, list[Any]]] = {
 
 
 @register_method
-class LC(Method):
+class LC(PretrainedMethod):
     """Decay of the weights outside the top-K (or the original L/C steps); then prune."""
 
     name = "lc"
@@ -167,11 +165,8 @@ class LC(Method):
         if p.variant == "decay":
             wd = cfg.optim.weight_decay
             check(wd > 0, "optim.weight_decay", wd, "a number > 0 (LC's decay variant scales it)")
-        validate_pretrained(cfg)
+        super().validate(cfg)
         validate_rank_over(cfg)
-
-    def parent_config(self) -> RunConfig | None:
-        return pretrained_parent(self.cfg)
 
     # ---------------------------------------------------------------- schedules
     def decay_coefficient(self, step: int) -> float:

@@ -85,8 +85,9 @@ def unaugmented(source: TensorSource) -> TensorSource:
 # --------------------------------------------------------------------------- registry / config
 
 
-def test_registry_has_the_four_datasets() -> None:
-    assert DATASETS.names() == ["cifar10", "cifar100", "digits", "imagenet"]
+def test_registry_has_the_papers_datasets() -> None:
+    expected = ["cifar10", "cifar100", "cityscapes", "coco", "digits", "imagenet", "wmt16"]
+    assert DATASETS.names() == expected
 
 
 def test_unknown_name_names_the_field_and_the_choices() -> None:

@@ -230,7 +230,11 @@ def test_reference_decay_step_equals_the_papers_loss_term(tmp_path: Path, name: 
         return {n: p.detach().clone() for n, p in model.named_parameters()}
 
     ours = step(trainer.optimizer, loss_term=False)
-    reference = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=wd)
+    # The paper's code switches Nesterov on with any weight decay > 0, as prunebench does.
+    assert trainer.optimizer.param_groups[0]["nesterov"]
+    reference = torch.optim.SGD(
+        model.parameters(), lr=0.1, momentum=0.9, weight_decay=wd, nesterov=True
+    )
     theirs = step(reference, loss_term=True)
     assert ours.keys() == theirs.keys()
     for key in ours:

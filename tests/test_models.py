@@ -1,20 +1,25 @@
-"""Tests for benchmark.models: registry keys, exact parameter counts, shapes, option-A shortcuts."""
+"""Tests for benchmark.models: registry keys, exact parameter counts, shapes, option-A shortcuts,
+initialisation (PyTorch's default and He-normal) and the two WRN-28-10 variants."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torchvision
 from torch import nn
 
 from benchmark.errors import ConfigError
-from benchmark.models import MODELS, AvgPoolTo, PadShortcut, build_model
+from benchmark.models import MODELS, AvgPoolTo, PadShortcut, WideBlock, build_model
 
 CIFAR = (3, 32, 32)
 DIGITS = (1, 8, 8)
 
 # (name, num_classes, input_shape, exact count, published count, relative tolerance).
 # Published: He et al. 2016 Table 6 (0.27M/0.46M/0.66M/0.85M/1.7M), ResNet-18 CIFAR 11.17M,
-# VGG-16-BN CIFAR 14.7M, WRN-28-10 36.5M (Zagoruyko & Komodakis), torchvision ResNet-50.
+# VGG-16-BN CIFAR 14.7M, WRN-28-10 36.5M (Zagoruyko & Komodakis; the reference's conv biases
+# add 10,096: 36,546,980 in the paper's code), torchvision ResNet-50.
 PARAM_COUNTS = [
     ("cnn_small", 10, DIGITS, 6_138, None, None),
     ("resnet20", 10, CIFAR, 269_722, 0.27e6, 0.01),
@@ -24,7 +29,8 @@ PARAM_COUNTS = [
     ("resnet110", 10, CIFAR, 1_727_962, 1.7e6, 0.02),
     ("resnet18", 10, CIFAR, 11_173_962, 11.17e6, 0.001),
     ("vgg16", 10, CIFAR, 14_728_266, 14.7e6, 0.01),
-    ("wrn28_10", 100, CIFAR, 36_536_884, 36.5e6, 0.01),
+    ("wrn28_10", 100, CIFAR, 36_546_980, 36.5e6, 0.01),
+    ("wrn28_10_standard", 100, CIFAR, 36_536_884, 36.5e6, 0.01),
     ("resnet50", 1000, (3, 224, 224), 25_557_032, 25_557_032, 0.0),
     # The paper's "31 Mio" (Tu et al. 2022: 31M) is torchvision's maxvit_t.
     ("maxvit_t", 1000, (3, 224, 224), 30_919_624, 31e6, 0.01),
@@ -37,8 +43,12 @@ def num_params(model: nn.Module) -> int:
 
 
 def test_registry_has_exactly_the_paper_models() -> None:
-    expected = {"cnn_small", "cnn_wide", "resnet18", "vgg16", "wrn28_10", "resnet50", "maxvit_t"}
+    expected = {"cnn_small", "cnn_wide", "resnet18", "vgg16", "wrn28_10", "wrn28_10_standard"}
+    expected |= {"resnet50", "maxvit_t"}
     expected |= {f"resnet{d}" for d in (20, 32, 44, 56, 110)}
+    # Segmentation networks, each with a tiny stand-in of the same design for smoke runs.
+    expected |= {"deeplabv3_resnet50", "pspnet_resnet101", "deeplabv3_tiny", "pspnet_tiny"}
+    expected |= {"t5_small", "t5_tiny"}
     assert set(MODELS.names()) == expected
 
 
@@ -145,17 +155,127 @@ def test_wrn_has_dropout_point_three() -> None:
     assert len(dropouts) == 12 and all(m.p == 0.3 for m in dropouts)
 
 
-def test_building_is_deterministic_under_a_seed_and_kaiming_scaled() -> None:
+def test_building_is_deterministic_under_a_seed() -> None:
+    for init in ("default", "he_normal"):
+        torch.manual_seed(0)
+        a = build_model("resnet20", 10, CIFAR, init)
+        torch.manual_seed(0)
+        b = build_model("resnet20", 10, CIFAR, init)
+        for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+            assert torch.equal(pa, pb)
+
+
+def weighted_layers(model: nn.Module) -> list[nn.Conv2d | nn.Linear]:
+    """The Conv2d and Linear layers of ``model``."""
+    return [m for m in model.modules() if isinstance(m, nn.Conv2d | nn.Linear)]
+
+
+def fan_in(layer: nn.Conv2d | nn.Linear) -> int:
+    """Inputs feeding one output unit: C_in / groups * kernel area, or in_features."""
+    return layer.weight[0].numel()
+
+
+# Every hand-built model (the reference defines ResNet-56, ResNet-18 and WRN-28-10 this way).
+HAND_BUILT = [
+    ("cnn_small", DIGITS, 10),
+    ("resnet20", CIFAR, 10),
+    ("resnet56", CIFAR, 10),
+    ("resnet18", CIFAR, 10),
+    ("vgg16", CIFAR, 10),
+    ("wrn28_10", CIFAR, 100),
+    ("wrn28_10_standard", CIFAR, 100),
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "classes"), HAND_BUILT)
+def test_default_init_is_pytorchs_kaiming_uniform(
+    name: str, shape: tuple[int, int, int], classes: int
+) -> None:
+    # PyTorch's default for Conv2d/Linear: kaiming_uniform_(a=sqrt(5)), i.e. U(-b, b) with
+    # b = 1/sqrt(fan_in), std b/sqrt(3); biases U(-b, b). The sample std of n uniforms has a
+    # relative standard error sqrt((kurtosis - 1) / 4n) = sqrt(0.2 / n); 5 of them are allowed.
     torch.manual_seed(0)
-    a = build_model("resnet20", 10, CIFAR)
+    model = build_model(name, classes, shape)
+    biases = []
+    for layer in weighted_layers(model):
+        w, bound = layer.weight.detach(), 1 / math.sqrt(fan_in(layer))
+        std, n = bound / math.sqrt(3), w.numel()
+        assert w.abs().max().item() <= bound
+        assert w.std().item() == pytest.approx(std, rel=5 * math.sqrt(0.2 / n))
+        assert abs(w.mean().item()) <= 5 * std / math.sqrt(n)
+        if layer.bias is not None:
+            assert layer.bias.abs().max().item() <= bound
+            biases.append(layer.bias.detach() / bound)
+    if biases:  # pooled over layers, the scaled biases are U(-1, 1): std 1/sqrt(3)
+        u = torch.cat(biases)
+        assert u.std().item() == pytest.approx(3**-0.5, rel=5 * math.sqrt(0.2 / u.numel()))
+    for bn in (m for m in model.modules() if isinstance(m, nn.BatchNorm2d)):
+        assert torch.equal(bn.weight, torch.ones_like(bn.weight))
+        assert torch.equal(bn.bias, torch.zeros_like(bn.bias))
+
+
+@pytest.mark.parametrize(("name", "shape", "classes"), HAND_BUILT[:5])
+def test_he_normal_option_scales_weights_by_sqrt_two_over_fan_in(
+    name: str, shape: tuple[int, int, int], classes: int
+) -> None:
     torch.manual_seed(0)
-    b = build_model("resnet20", 10, CIFAR)
-    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
-        assert torch.equal(pa, pb)
-    # He normal (fan_in, ReLU gain): std = sqrt(2 / (C_in * 3 * 3)) = sqrt(2 / 144) for 16->16.
-    w = a.stages[0][0].conv1.weight
-    assert w.std().item() == pytest.approx((2 / 144) ** 0.5, rel=0.1)
-    assert torch.equal(a.bn1.weight, torch.ones(16)) and torch.equal(a.bn1.bias, torch.zeros(16))
+    model = build_model(name, classes, shape, "he_normal")
+    for layer in weighted_layers(model):
+        w = layer.weight.detach()
+        std, n = math.sqrt(2 / fan_in(layer)), w.numel()
+        # Sample std of n normals: relative standard error 1/sqrt(2n).
+        assert w.std().item() == pytest.approx(std, rel=5 / math.sqrt(2 * n))
+        assert layer.bias is None or torch.equal(layer.bias, torch.zeros_like(layer.bias))
+
+
+def test_default_init_of_torchvision_models_is_torchvisions() -> None:
+    torch.manual_seed(0)
+    ours = build_model("resnet50", 10, (3, 64, 64)).state_dict()
+    torch.manual_seed(0)
+    ref = torchvision.models.resnet50(weights=None, num_classes=10).state_dict()
+    assert ours.keys() == ref.keys()
+    assert all(torch.equal(ours[k], ref[k]) for k in ref)
+
+
+def test_unknown_init_raises_config_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        build_model("resnet20", 10, CIFAR, "xavier")
+    assert info.value.field == "model.init"
+
+
+def test_reference_wrn_has_conv_biases_strides_late_and_final_bn_momentum_point_nine() -> None:
+    model = build_model("wrn28_10", 100, CIFAR)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == 28 and all(c.bias is not None for c in convs)
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert model.bn is bns[-1] and model.bn.momentum == 0.9
+    assert all(bn.momentum == 0.1 for bn in bns[:-1])
+    down = [b for b in model.modules() if isinstance(b, WideBlock) and b.conv2.stride == (2, 2)]
+    assert len(down) == 2 and all(b.conv1.stride == (1, 1) for b in down)
+    # In PyTorch's convention the running mean after one batch is 0.1 * 0 + 0.9 * batch mean.
+    model.train()
+    features = torch.randn(4, 640, 8, 8) + 3.0
+    model.bn(features)
+    mean = features.mean(dim=(0, 2, 3))
+    torch.testing.assert_close(model.bn.running_mean, 0.9 * mean)
+
+
+def test_standard_wrn_has_no_conv_biases_strides_early_and_default_bn_momentum() -> None:
+    model = build_model("wrn28_10_standard", 100, CIFAR)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == 28 and all(c.bias is None for c in convs)
+    assert all(m.momentum == 0.1 for m in model.modules() if isinstance(m, nn.BatchNorm2d))
+    down = [b for b in model.modules() if isinstance(b, WideBlock) and b.conv1.stride == (2, 2)]
+    assert len(down) == 2 and all(b.conv2.stride == (1, 1) for b in down)
+
+
+@pytest.mark.parametrize("name", ["wrn28_10", "wrn28_10_standard"])
+def test_wrn_variants_classify_cifar_images(name: str) -> None:
+    torch.manual_seed(0)
+    model = build_model(name, 100, CIFAR).eval()
+    with torch.no_grad():
+        out = model(torch.randn(1, *CIFAR))
+    assert out.shape == (1, 100) and torch.isfinite(out).all()
 
 
 @pytest.mark.parametrize("size", [(8, 8), (7, 7), (5, 6)])

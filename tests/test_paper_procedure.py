@@ -11,10 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmark.config import RunConfig
 from benchmark.experiments import get_experiment
 from benchmark.experiments.base import PlannedRun, plan_frame
 from benchmark.experiments.method_tables import MethodGrid, stepped_levels
-from benchmark.experiments.problems import MAXVIT_IMAGENET, RESNET56_CIFAR10, WRN_CIFAR100
+from benchmark.experiments.problems import (
+    MAXVIT_IMAGENET,
+    RESNET50_IMAGENET,
+    RESNET56_CIFAR10,
+    WRN_CIFAR100,
+)
 from benchmark.experiments.schedule_tables import ScheduleTable
 from benchmark.tables import aggregate
 from methods import get_method
@@ -66,6 +72,54 @@ def test_lc_and_gsm_run_from_scratch_and_from_the_trained_dense_model(name, sect
         assert len(pretrained) == 3 * len(scratch)
         parent = get_method(method)(pretrained[0].cfg).parent_config()
         assert parent is not None and parent.budget.epochs == parent_epochs
+
+
+def _pretrained_parents(name: str) -> dict[tuple[str, int], dict[str, RunConfig]]:
+    """(section, seed) -> the dense parents of that seed's from-pretrained LC/GSM runs."""
+    out: dict[tuple[str, int], dict[str, RunConfig]] = {}
+    for r in _runs(name):
+        if r.cfg.method.name in ("lc", "gsm") and r.cfg.method.params.from_pretrained:
+            parent = get_method(r.cfg.method.name)(r.cfg).parent_config()
+            assert parent is not None
+            out.setdefault((r.section, r.cfg.seed), {})[parent.run_id] = parent
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "problems"),
+    [
+        ("stable-unstable-results", {"CIFAR-10": RESNET56_CIFAR10, "ImageNet": RESNET50_IMAGENET}),
+        ("appendix-cifar10-results", {"comparison": RESNET56_CIFAR10}),
+        ("appendix-cifar100-results", {"comparison": WRN_CIFAR100}),
+    ],
+)
+def test_pretrained_variants_of_a_seed_share_the_standard_dense_model(name, problems):
+    parents = _pretrained_parents(name)
+    # One parent per seed and problem, not one per tuned lr, schedule, momentum, weight decay.
+    assert set(parents) == {(s, seed) for s in problems for seed in (0, 1)}
+    for (section, seed), by_id in parents.items():
+        assert len(by_id) == 1, (section, seed)
+        (parent,) = by_id.values()
+        problem = problems[section]
+        assert parent.seed == seed and parent.budget.epochs == problem.epochs
+        assert parent.optim.weight_decay == problem.standard_weight_decay
+        assert parent.optim.momentum == 0.9
+        schedule = {k: getattr(parent.schedule, k) for k in problem.schedule}
+        assert schedule == dict(problem.schedule)
+
+
+def test_pretrained_lc_gsm_and_imp_children_share_the_dense_parent():
+    # The standard ResNet-56 trained for the retraining tables is the one LC/GSM start from.
+    spec = get_experiment("appendix-schedule-comparison-cifar10-oneshot")
+    imp = {
+        get_method("imp")(r.cfg).parent_config().run_id  # type: ignore[union-attr]
+        for r in spec.runs("paper", "/tmp/prunebench-plan")
+        if r.cfg.model.name == "resnet56"
+    }
+    pretrained = {
+        i for by_id in _pretrained_parents("appendix-cifar10-results").values() for i in by_id
+    }
+    assert pretrained == imp and len(imp) == 2
 
 
 def test_the_better_of_scratch_and_pretrained_is_selected_per_cell():

@@ -164,12 +164,30 @@ def test_evaluation_runs_in_eval_mode(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "option",
-    ["optim.label_smoothing=0.1", "optim.grad_clip=1.0", "optim.bf16=true", "optim.nesterov=true"],
+    [
+        "optim.label_smoothing=0.1",
+        "optim.grad_clip=1.0",
+        "optim.bf16=true",
+        "optim.nesterov=false",
+        "model.init=he_normal",
+    ],
 )
 def test_optional_training_features_run(tmp_path: Path, option: str) -> None:
     cfg = tiny_config(tmp_path / "s", "method.name=dense", "budget.epochs=1", option)
     metrics = run_uninterrupted(cfg)
     assert metrics["test"]["top1"] > 0.2
+
+
+@pytest.mark.parametrize(
+    ("options", "nesterov"),
+    [((), True), (("optim.weight_decay=0",), False), (("optim.nesterov=false",), False)],
+)
+def test_optimizer_uses_nesterov_as_the_papers_code_unless_set(
+    tmp_path: Path, options: tuple[str, ...], nesterov: bool
+) -> None:
+    cfg = tiny_config(tmp_path / "s", "method.name=dense", "budget.epochs=1", *options)
+    groups = Trainer(cfg).optimizer.param_groups
+    assert all(g["nesterov"] is nesterov for g in groups)
 
 
 def test_learning_rate_is_set_per_iteration(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import itertools
 import re
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,8 @@ class Problem:
     seeds: tuple[int, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
     dense_weight_decay: float | None = None
+    # A benchmark.fakedata writer whose stand-in files data.root holds (smoke problems only).
+    standin: str = ""
 
     @property
     def standard_weight_decay(self) -> float:
@@ -76,6 +79,22 @@ class Problem:
         if self.dense_weight_decay is not None:
             return self.dense_weight_decay
         return self.weight_decays[0]
+
+    def prepare(self) -> None:
+        """Write the stand-in files under ``data.root`` when this problem uses some and they
+        are missing (written to a temporary folder first, so a partial write is never used)."""
+        if not self.standin:
+            return
+        root = Path(self.data["root"])
+        if root.exists():
+            return
+        from benchmark.fakedata import WRITERS
+
+        tmp = root.with_name(f"{root.name}.partial")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        WRITERS[self.standin](tmp)
+        tmp.rename(root)
 
     def base(self, store: Path | str) -> dict[str, Any]:
         """The nested config dict shared by every run on this problem (no method, no budget)."""
@@ -181,6 +200,9 @@ class Experiment:
     def layout(self, scale: Scale) -> TableLayout | None:
         """The table layout at ``scale`` (None for figures without a table)."""
         return None
+
+    def prepare(self, scale: Scale) -> None:
+        """Make what the runs at ``scale`` read available (e.g. write smoke stand-in files)."""
 
     @property
     def paper_table(self) -> str | None:

@@ -96,7 +96,15 @@ class MethodGrid:
     validation accuracy.
     ``pretrained_epochs``: the budgets of the from-pretrained variant of rows with
     ``pretrained`` (the paper gives 10, 20 or 40 epochs for ImageNet only; the CIFAR sections
-    use the same numbers, our choice). The dense parent trains the problem's full schedule.
+    use the same numbers, our choice).
+    ``shared_parent``: every from-pretrained variant of a seed starts from one dense parent, the
+    problem's standard dense model (its schedule and initial lr, standard weight decay, momentum
+    0.9 unless the problem sets another), whatever the variant tunes (``method.parent_*``); False:
+    each variant's parent copies its tuned optimizer and schedule.
+    ``pretrained_schedule``: the learning rates of the from-pretrained phase
+    (``method.pretrained_schedule``): "compressed" (the tuned schedule over the problem's epochs
+    squeezed into the phase, our reading; see :class:`methods.base.PretrainedParams`) or
+    "configured".
     ``own_schedule``: methods that train with a schedule of their own (BIMP: a linear decay
     over T0, then ALLR per cycle) take only the options' initial learning rates, since another
     original schedule would change nothing but the run id.
@@ -116,6 +124,8 @@ class MethodGrid:
     pretrained_epochs: tuple[int, ...] = (10, 20, 40)
     own_schedule: tuple[str, ...] = ("bimp",)
     decay: Decay = "relative"
+    shared_parent: bool = True
+    pretrained_schedule: str = "compressed"
 
     def configurations(self, row: MethodRow) -> list[dict[str, Any]]:
         """The tuned configurations of ``row`` (dotted settings, each once, in a stable order)."""
@@ -140,7 +150,11 @@ class MethodGrid:
         """From scratch ({}), and from the trained dense model for ``pretrained`` rows."""
         variants: list[dict[str, Any]] = [{}]
         if row.pretrained:
-            parent = {"method.from_pretrained": True, "method.parent_epochs": self.problem.epochs}
+            parent = {
+                "method.from_pretrained": True,
+                "method.parent_epochs": self.problem.epochs,
+                "method.pretrained_schedule": self.pretrained_schedule,
+            }
             variants += [{**parent, "budget.epochs": e} for e in self.pretrained_epochs]
         return variants
 
@@ -156,7 +170,35 @@ class MethodGrid:
         }
         if self.finetune_epochs and row.method not in self.no_finetune:
             values["finetune.epochs"] = self.finetune_epochs
+        if tuned.get("method.from_pretrained") and self.shared_parent:
+            values |= standard_parent(p)
         return values | stepped_levels(p, values, self.decay)
+
+
+PARENT_KEYS = [
+    "method.parent_weight_decay",
+    "method.parent_momentum",
+    "method.parent_schedule",
+    "method.parent_lr",
+    "method.parent_values",
+]
+
+
+def standard_parent(problem: Problem) -> dict[str, Any]:
+    """The ``method.parent_*`` settings that make a from-pretrained run's dense parent the
+    problem's standard dense model, whatever the run itself tunes."""
+    from benchmark.config import OptimConfig
+
+    schedule = problem.schedule
+    optim = problem.extra.get("optim", {})
+    values = (
+        problem.standard_weight_decay,
+        optim.get("momentum", OptimConfig.momentum),
+        schedule["name"],
+        schedule["lr"],
+        list(schedule.get("values", [])),
+    )
+    return dict(zip(PARENT_KEYS, values, strict=True))
 
 
 def stepped_levels(problem: Problem, values: Mapping[str, Any], decay: Decay) -> dict[str, Any]:
@@ -192,7 +234,8 @@ def unavailable(row: MethodRow) -> str | None:
         return f"method {row.method!r} is not registered"
     keys = [*row.fixed, *row.tuned_grid(), *(k for ext in row.extended for k in ext)]
     if row.pretrained:
-        keys += ["method.from_pretrained", "method.parent_epochs"]
+        keys += ["method.from_pretrained", "method.parent_epochs", "method.pretrained_schedule"]
+        keys += PARENT_KEYS
     bad = unknown_params(row.method, keys)
     return f"{row.method!r} has no parameter {', '.join(bad)}" if bad else None
 

@@ -55,6 +55,8 @@ class ScheduleGrid:
     # One dense parent per seed, trained with the problem's standard weight decay, shared by the
     # retraining weight-decay grid (False: each retraining weight decay trains its own parent).
     shared_parent: bool = True
+    # The reported metric: "accuracy", "iou" (segmentation) or "bleu" (translation).
+    metric: str = "accuracy"
 
     def parent_settings(self) -> dict[str, float]:
         """``method.parent_weight_decay`` when retraining weight decays share one parent (only
@@ -109,8 +111,14 @@ class ScheduleTable(GridExperiment[ScheduleGrid]):
         return TableLayout(
             blocks=(Block(g.sparsities, tuple(groups)),),
             budgets=g.budgets,
+            metrics=(g.metric,),
             ranked_sections=("translation",),
+            highlight_metric=g.metric,
         )
+
+    def prepare(self, scale: Scale) -> None:
+        """Write the stand-in files of a smoke problem when they are missing."""
+        self.grids[scale].problem.prepare()
 
 
 def product_rows(
@@ -132,3 +140,38 @@ def smoke_grid(
 
     budgets = ("2x5%", "2x10%") if iterative else ("10%", "25%")
     return ScheduleGrid(SMOKE, sparsities, budgets, translations, structured=structured)
+
+
+def task_smoke_grid(problem: Problem, metric: str, iterative: bool = False) -> ScheduleGrid:
+    """The smoke stand-in of a segmentation or translation schedule table: the translation
+    schemes on ``problem`` (tiny model, stand-in files), one sparsity and one budget."""
+    budgets = ("2x10%",) if iterative else ("20%",)
+    return ScheduleGrid(problem, (50,), budgets, metric=metric)
+
+
+def oneshot_and_iterative(
+    table: str,
+    title: str,
+    problems: tuple[Problem, Problem],
+    sparsities: tuple[float, ...],
+    budgets: tuple[tuple[str, ...], tuple[str, ...]],
+    metric: str,
+) -> tuple[ScheduleTable, ScheduleTable]:
+    """The One Shot table ``table`` and its ``-iterative`` twin of the translation schemes on the
+    (paper, smoke) ``problems``, with the (One Shot, iterative) paper ``budgets``."""
+    paper, smoke = problems
+    label = {"iou": "mIoU", "bleu": "BLEU"}.get(metric, metric)
+    return (
+        ScheduleTable(
+            table,
+            f"{title} One Shot IMP: retraining schedules ({label})",
+            smoke=task_smoke_grid(smoke, metric),
+            paper=ScheduleGrid(paper, sparsities, budgets[0], metric=metric),
+        ),
+        ScheduleTable(
+            f"{table}-iterative",
+            f"{title} iterative IMP (2-3 cycles): retraining schedules ({label})",
+            smoke=task_smoke_grid(smoke, metric, iterative=True),
+            paper=ScheduleGrid(paper, sparsities, budgets[1], metric=metric),
+        ),
+    )

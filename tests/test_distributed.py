@@ -94,6 +94,14 @@ def test_one_process_is_a_no_op() -> None:
     assert dp.info(torch.device("cpu"))["processes"] == 1
 
 
+def test_only_classification_data_is_split_over_processes() -> None:
+    class Segmentation:
+        name, task = "coco", "segmentation"
+
+    with pytest.raises(ConfigError, match="--nproc"):
+        DataParallel(world=2, rank=0).shard(Segmentation())
+
+
 def test_global_batchnorm_keeps_parameters_and_matches_batchnorm_alone() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4))

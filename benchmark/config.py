@@ -34,6 +34,8 @@ class DataConfig:
     val_fraction: float = 0.1
     split_seed: int = 0
     workers: int = 4
+    # ImageNet: "pil" decodes in loader workers; "gpu" decodes on the run's device (nvJPEG).
+    loader: str = "pil"
     # Segmentation: training crop side in pixels (0: the dataset's own, e.g. 480 for COCO).
     crop_size: int = 0
     # Translation: the part of a pass over the training data that one epoch is (1/k).
@@ -131,6 +133,9 @@ class RuntimeConfig:
     # Bitwise-reproducible GPU kernels (slower): same seed, same result, and a resumed run equal
     # to an uninterrupted one. CPU runs are reproducible either way.
     deterministic: bool = False
+    # Data-parallel runs: BatchNorm statistics over the global batch (SyncBatchNorm) instead of
+    # each process's share of it. No effect with one process.
+    sync_bn: bool = False
 
 
 @dataclass

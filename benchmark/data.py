@@ -33,6 +33,8 @@ from benchmark.errors import ConfigError, DatasetError
 from benchmark.registry import Registry
 
 SPLITS = ("train", "val", "test")
+# How ImageNet files become batches: PIL in loader workers, or decoding on the run's device.
+LOADERS = ("pil", "gpu")
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -64,6 +66,18 @@ class DataSource(ABC):
     # Positions in the official training set; disjoint, fixed by data.split_seed.
     train_indices: Tensor
     val_indices: Tensor
+
+    # (rank, processes) of a data-parallel run: this process trains on its slice of every batch.
+    shard: tuple[int, int] = (0, 1)
+
+    def shard_range(self, start: int, stop: int) -> tuple[int, int]:
+        """This process's part ``[lo, hi)`` of the global batch ``[start, stop)``."""
+        return shard_range(start, stop, *self.shard)
+
+    def eval_range(self, split: str) -> tuple[int, int]:
+        """This process's part ``[lo, hi)`` of ``split`` in evaluation (all of it alone)."""
+        size = {"train": self.num_train, "val": self.num_val, "test": self.num_test}
+        return shard_range(0, size[_check_split(split)], *self.shard)
 
     def iters_per_epoch(self) -> int:
         """Return the number of training batches per epoch (the last one may be smaller)."""
@@ -121,6 +135,9 @@ def validate_data_config(cfg: DataConfig) -> None:
     for field in ("download", "check_integrity"):
         if not isinstance(getattr(cfg, field), bool):
             raise ConfigError(f"data.{field}", getattr(cfg, field), "true or false")
+    check_loader = cfg.loader in LOADERS and (cfg.loader == "pil" or cfg.name == "imagenet")
+    if not check_loader:
+        raise ConfigError("data.loader", cfg.loader, "'pil', or 'gpu' for data.name = 'imagenet'")
     if cfg.name in NO_DOWNLOAD and cfg.download:
         raise ConfigError("data.download", cfg.download, f"false for {cfg.name} (no download here)")
     if not _is_int(cfg.crop_size) or cfg.crop_size < 0:
@@ -166,6 +183,17 @@ def _seed_value(seed: int, epoch: int) -> int:
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     """Return a CPU generator seeded from ``(seed, epoch)`` only."""
     return torch.Generator(device="cpu").manual_seed(_seed_value(seed, epoch))
+
+
+def shard_range(start: int, stop: int, rank: int, world: int) -> tuple[int, int]:
+    """Rank ``rank``'s contiguous slice of positions ``[start, stop)`` split over ``world`` ranks.
+
+    Sizes differ by at most one (the first ``(stop - start) % world`` ranks take one more), so
+    the concatenation over ranks is the whole batch, in order.
+    """
+    base, extra = divmod(stop - start, world)
+    lo = start + rank * base + min(rank, extra)
+    return lo, lo + base + (rank < extra)
 
 
 def stratified_split(labels: Tensor, val_fraction: float, split_seed: int) -> tuple[Tensor, Tensor]:
@@ -281,8 +309,9 @@ class Normalizer:
     std: Tensor  # (C,)
 
     def to_unit(self, x: Tensor) -> Tensor:
-        """Convert stored values to floats in the [0, 1] image range."""
-        return x.to(torch.float32) * self.scale
+        """Convert stored values to floats (torch's default dtype) in the [0, 1] image range."""
+        # The default dtype, not float32: tests of data-parallel equality run in float64.
+        return x.to(torch.get_default_dtype()) * self.scale
 
     def normalize(self, x: Tensor) -> Tensor:
         """Standardise a [0, 1] batch per channel."""
@@ -334,15 +363,18 @@ class TensorSource(DataSource):
         params = self.augment.sample(self.num_train, g) if self.augment is not None else None
         for start in range(0, self.num_train, self.batch_size):
             stop = min(start + self.batch_size, self.num_train)
-            idx = order[start:stop]
+            lo, hi = self.shard_range(start, stop)
+            idx = order[lo:hi]
             inputs = self.normalizer.to_unit(x[idx])
             if self.augment is not None and params is not None:
-                inputs = self.augment.apply(inputs, params.take(start, stop, self.device))
+                inputs = self.augment.apply(inputs, params.take(lo, hi, self.device))
             yield self.normalizer.normalize(inputs), y[idx]
 
     def eval_batches(self, split: str) -> Iterator[Batch]:
         """Yield ``split`` in stored order, unaugmented, in batches of ``eval_batch_size``."""
-        x, y = self._splits[_check_split(split)]
+        lo, hi = self.eval_range(split)
+        x, y = self._splits[split]
+        x, y = x[lo:hi], y[lo:hi]
         for start in range(0, len(y), self.eval_batch_size):
             stop = start + self.eval_batch_size
             yield self._prepare(x[start:stop]), y[start:stop]
@@ -548,6 +580,7 @@ class FolderSource(DataSource):
         self.eval_batch_size = cfg.eval_batch_size
         self.device = device
         self.workers = cfg.workers
+        self.loader = cfg.loader  # "pil": decode in loader workers; "gpu": see gpu_loader
         labels = torch.as_tensor(train_set.targets, dtype=torch.int64)
         self.train_indices, self.val_indices = stratified_split(
             labels, cfg.val_fraction, cfg.split_seed
@@ -576,13 +609,20 @@ class FolderSource(DataSource):
         order = self.train_indices[torch.randperm(self.num_train, generator=g)]
         seeds = torch.randint(0, 2**62, (self.num_train,), generator=g)
         data = _ImageList(self._train_samples, order, self.train_transform, seeds)
+        # This process's slice of every global batch (all of it with one process).
+        batches = [
+            list(range(*self.shard_range(start, min(start + self.batch_size, self.num_train))))
+            for start in range(0, self.num_train, self.batch_size)
+        ]
         # The loader's generator (drawn from after the order and seeds) fixes the workers'
         # base seeds too, so nothing falls back to the global RNG.
-        yield from self._load(data, self.batch_size, g)
+        yield from self._load(data, self.batch_size, g, batches)
 
     def eval_batches(self, split: str) -> Iterator[Batch]:
         """Yield ``split`` in a fixed order with Resize(256) + CenterCrop(224)."""
-        yield from self._load(self._eval_list(_check_split(split)), self.eval_batch_size, None)
+        data = self._eval_list(_check_split(split))
+        data.order = data.order[slice(*self.eval_range(split))]
+        yield from self._load(data, self.eval_batch_size, None)
 
     def _eval_list(self, split: str) -> _ImageList:
         if split == "test":
@@ -596,18 +636,33 @@ class FolderSource(DataSource):
         return next(self._load(data, n, None))[0]
 
     def _load(
-        self, data: _ImageList, batch_size: int, g: torch.Generator | None
+        self,
+        data: _ImageList,
+        batch_size: int,
+        g: torch.Generator | None,
+        batches: list[list[int]] | None = None,
     ) -> Iterator[Batch]:
         # DataLoader draws a base seed even without workers; a fixed generator keeps that
         # draw off the global RNG for evaluation.
-        loader = DataLoader(
-            data,
-            batch_size=batch_size,
-            shuffle=False,
-            num_workers=self.workers,
-            pin_memory=self.device.type == "cuda",
-            generator=g if g is not None else torch.Generator().manual_seed(0),
+        sizes: dict[str, Any] = (
+            {"batch_sampler": batches}
+            if batches is not None
+            else {"batch_size": batch_size, "shuffle": False}
         )
+        common: dict[str, Any] = {
+            **sizes,
+            "num_workers": self.workers,
+            "pin_memory": self.device.type == "cuda",
+            "generator": g if g is not None else torch.Generator().manual_seed(0),
+        }
+        if self.loader == "gpu":
+            from benchmark import gpu_loader
+
+            encoded = gpu_loader.EncodedImages(data.samples, data.order, data.seeds)
+            files = DataLoader(encoded, collate_fn=gpu_loader.collate_encoded, **common)
+            yield from gpu_loader.device_batches(files, self.device, IMAGENET_MEAN, IMAGENET_STD)
+            return
+        loader = DataLoader(data, **common)
         for x, y in loader:
             yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 

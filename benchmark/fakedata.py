@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +113,43 @@ def write_imagefolder(
         (root / "val" / name).mkdir(parents=True, exist_ok=True)
         colour = (40 * c, 100, 250 - 60 * c)
         Image.new("RGB", (50, 40), colour).save(root / "val" / name / "img.png")
+    return root
+
+
+def _photo(rng: np.random.Generator, width: int, height: int) -> Any:
+    """A photograph-like RGB image: smooth colour fields, mid-frequency texture, sensor noise."""
+    from PIL import Image
+
+    def field(h: int, w: int, scale: float) -> np.ndarray:
+        small = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        big = Image.fromarray(small).resize((width, height), Image.Resampling.BICUBIC)
+        return np.asarray(big, dtype=np.float32) * scale
+
+    pixels = field(6, 8, 0.7) + field(48, 64, 0.3) + rng.normal(0, 9, (height, width, 3))
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+def write_imagenet_photos(
+    root: str | Path,
+    n_train: int = 2000,
+    classes: int = 10,
+    size: tuple[int, int] = (500, 375),
+    quality: int = 90,
+) -> Path:
+    """Write an ImageNet-style JPEG tree whose files cost what ImageNet's cost to load.
+
+    ``n_train`` training and ``n_train // 10`` validation JPEGs (quality 90) over ``classes``
+    class folders, 500x375 like a typical ImageNet photograph (every fourth one in portrait),
+    with photograph-like content so the files have realistic sizes (~60-120 kB).
+    """
+    root = Path(root)
+    rng = np.random.default_rng(0)
+    for split, count in (("train", n_train), ("val", max(n_train // 10, classes))):
+        for i in range(count):
+            folder = root / split / f"n{i % classes:08d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            w, h = size if i % 4 else size[::-1]
+            _photo(rng, w, h).save(folder / f"img{i:07d}.JPEG", quality=quality)
     return root
 
 

@@ -82,6 +82,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--signal-delay-s", type=int, help="seconds before the limit to checkpoint and requeue"
     )
     cluster.add_argument("--array-parallelism", type=int, help="array tasks running at once")
+    cluster.add_argument(
+        "--tasks-per-node", type=int, help="data-parallel processes per node and run (one per GPU)"
+    )
+    cluster.add_argument("--nodes", type=int, help="nodes per run (data-parallel runs)")
 
     status = sub.add_parser("status", help="finished/running/pending/failed/missing per method")
     status.add_argument("file", help="a grid TOML file")
@@ -203,6 +207,8 @@ def launch_settings(args: argparse.Namespace) -> Any:
             "time_min": None if time_min is None else int(time_min),
             "signal_delay_s": args.signal_delay_s,
             "array_parallelism": args.array_parallelism,
+            "tasks_per_node": args.tasks_per_node,
+            "nodes": args.nodes,
         }
         settings.profile = load_profile(args.profile, overrides)
     else:

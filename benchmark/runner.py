@@ -17,6 +17,7 @@ import torch
 
 from benchmark.checkpoint import CorruptFileError, load_checkpoint, save_checkpoint
 from benchmark.config import RunConfig, check, config_to_dict, run_identity
+from benchmark.distributed import barrier, broadcast_value, is_main, rank, world_size
 from benchmark.errors import ConfigError
 from benchmark.store import (
     FAILED,
@@ -146,16 +147,21 @@ def execute(
     check_runtime(cfg)
     store = Store(cfg.output.dir)
     rid = cfg.run_id
+    # Data-parallel runs: rank 0 holds the lock and writes; the others only read.
+    lock = store.lock(f"run-{rid}", wait=wait_for_lock) if is_main() else None
     try:
-        lock = store.lock(f"run-{rid}", wait=wait_for_lock)
-        lock.__enter__()
+        if lock is not None:
+            lock.__enter__()
     except RunLockedError as err:
         raise RunLockedError(f"run {rid} is already running: {err}") from None
     try:
-        store.clean_run_files(rid)
+        if is_main():
+            store.clean_run_files(rid)
+        barrier()  # every rank sees the same store from here on
         return _execute_locked(cfg, store, force=force, require_resume=require_resume)
     finally:
-        lock.__exit__(None, None, None)
+        if lock is not None:
+            lock.__exit__(None, None, None)
 
 
 def _execute_locked(
@@ -165,17 +171,18 @@ def _execute_locked(
     ckpt_path = store.checkpoint_path(rid)
     existing = store.read(rid)
     if existing is not None and existing.get("status") == FINISHED and not force:
-        ckpt_path.unlink(missing_ok=True)  # left behind by a kill after the result was written
+        if is_main():
+            ckpt_path.unlink(missing_ok=True)  # left behind by a kill after the result was written
         return existing
-    if force and not require_resume:
-        ckpt_path.unlink(missing_ok=True)
     if require_resume and not ckpt_path.exists():
         raise ResumeError(f"run {rid} has no checkpoint at {ckpt_path} to resume from")
-    started = time.time()
+    if force and not require_resume and is_main():
+        ckpt_path.unlink(missing_ok=True)
+    started = broadcast_value(time.time())  # also: no rank reads the checkpoint before this
     try:
         pid, parent_state = parent_weights(cfg, store)
         trainer, resumed = _trainer(cfg, ckpt_path, parent_state)
-        logger = _wandb_logger(cfg, rid)
+        logger = _wandb_logger(cfg, rid) if is_main() else None
         metrics = trainer.fit()
         if logger is not None:
             for entry in trainer.state.history:
@@ -183,12 +190,12 @@ def _execute_locked(
             logger.summary.update(_flat_numbers(metrics))
             logger.finish()
         _check_goal(cfg, metrics)
+        distributed = trainer.dp.info(trainer.device)
     except ConfigError:
         raise  # a configuration error is the caller's to fix; it leaves no record
     except Exception as err:
-        _write_failure(store, cfg, err)
+        _write_failure(store, cfg, err, started)
         raise
-    save_checkpoint(trainer.final_weights(), store.weights_path(rid))
     record = {
         "run_id": rid,
         "status": FINISHED,
@@ -200,11 +207,15 @@ def _execute_locked(
         "history": trainer.state.history,
         "resumed": resumed,
         "environment": environment(trainer.device),
+        "distributed": distributed,
         "started": started,
         "finished": time.time(),
     }
-    store.write(record, force=force)
-    ckpt_path.unlink(missing_ok=True)
+    if is_main():
+        save_checkpoint(trainer.final_weights(), store.weights_path(rid))
+        store.write(record, force=force)
+        ckpt_path.unlink(missing_ok=True)
+    barrier()  # the result and weights exist for every rank (children load the weights)
     return record
 
 
@@ -254,11 +265,19 @@ def failure_record(cfg: RunConfig, err: BaseException) -> dict[str, Any]:
     }
 
 
-def _write_failure(store: Store, cfg: RunConfig, err: BaseException) -> None:
-    if store.is_finished(cfg.run_id):
+def _write_failure(store: Store, cfg: RunConfig, err: BaseException, started: float) -> None:
+    """Record the failure; in a data-parallel run the failing rank writes it, with its rank
+    (the first failure of an attempt is kept: the others are usually its consequences)."""
+    existing = store.read(cfg.run_id)
+    if existing is not None and existing.get("status") == FINISHED:
         return
+    if existing is not None and "rank" in existing and existing.get("started") == started:
+        return
+    record = {**failure_record(cfg, err), "started": started}
+    if world_size() > 1:
+        record.update(rank=rank(), processes=world_size())
     with contextlib.suppress(ResultExistsError):  # a finished result appeared meanwhile
-        store.write(failure_record(cfg, err))
+        store.write(record)
 
 
 def _flat_numbers(data: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from benchmark.checkpoint import CorruptFileError, load_checkpoint, move_aside, save_checkpoint
 from benchmark.config import RunConfig, check
 from benchmark.data import DataSource, build_dataset
+from benchmark.distributed import DataParallel, barrier, is_main, rank_device
 from benchmark.metrics import sparsity_stats
 from benchmark.models import build_model
 from benchmark.pruning import MaskStore
@@ -43,6 +44,8 @@ class CheckpointDiscarded(RuntimeError):
 
 def discard_checkpoint(err: CorruptFileError) -> None:
     """Move a damaged checkpoint aside and warn, naming it: the run restarts from scratch."""
+    if not is_main():  # data-parallel: rank 0 moves it; every rank restarts from scratch
+        return
     moved = move_aside(err.path)
     warnings.warn(
         f"checkpoint {err.path} is damaged ({err.reason}); moved to {moved.name}, "
@@ -164,13 +167,16 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.checkpoint_path = checkpoint_path
-        self.device = resolve_device(cfg.runtime.device)
+        # One process of a data-parallel run, or the whole run (see benchmark.distributed).
+        self.dp = DataParallel.current(cfg.runtime.sync_bn)
+        self.device = rank_device(resolve_device(cfg.runtime.device))
         if cfg.runtime.threads > 0:
             torch.set_num_threads(cfg.runtime.threads)
         configure_kernels(self.device, cfg.runtime.deterministic)
         seed_everything(cfg.seed)
         self.data: DataSource = build_dataset(cfg.data, self.device)
         self.task: Task = get_task(self.data.task, cfg)
+        self.dp.shard(self.data)
         self.model: nn.Module = build_model(
             cfg.model.name,
             self.data.num_classes,
@@ -178,6 +184,7 @@ class Trainer:
             cfg.model.init,
             cfg.model.pretrained,
         ).to(self.device)
+        self.model = self.dp.prepare_model(self.model, self.device)
         self.method: Method = get_method(cfg.method.name)(cfg)
         self.method_epochs = self.method.total_epochs()
         self.total_epochs = self.method_epochs + cfg.finetune.epochs
@@ -210,7 +217,9 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
         """The task's metrics (accuracy, loss, ...) of the current model on ``split``."""
-        return self.task.evaluate(self.model, self.data, split)
+        result = self.task.evaluate(self.model, self.data, split)
+        # Data-parallel: each process evaluated its part of the split; combine them.
+        return self.dp.combine_eval(result, self.data.eval_range(split), self.device)
 
     def recompute_batchnorm(self) -> None:
         """Refresh BatchNorm running statistics: one epoch of training batches in train mode.
@@ -231,6 +240,7 @@ class Trainer:
                 model(x)
         for module, training in modes:
             module.training = training
+        self.dp.sync_buffers(model)  # data-parallel: every process keeps rank 0's statistics
 
     def _finetune_lr(self) -> float:
         lrs = self.ctx.original_lrs
@@ -301,7 +311,9 @@ class Trainer:
 
     def _save(self) -> None:
         if self.checkpoint_path is not None:
-            save_checkpoint(self.checkpoint_state(), self.checkpoint_path)
+            if self.dp.rank == 0:
+                save_checkpoint(self.checkpoint_state(), self.checkpoint_path)
+            barrier()  # no rank goes on (or stops) before the checkpoint is on disk
 
     # ------------------------------------------------------------------ training
     def _lr(self, step: int, epoch: int) -> float:
@@ -316,6 +328,7 @@ class Trainer:
         if in_method:
             method.on_epoch_start(epoch)
         model.train()
+        forward = self.dp.wrap(model)
         loss_sum = torch.zeros((), device=device)
         seen = 0
         timed_images = 0
@@ -337,12 +350,13 @@ class Trainer:
             if in_method:
                 method.before_forward(step)
             with autocast:
-                loss = self.task.loss(model, x, y)
+                loss = self.task.loss(forward, x, y)
                 extra = method.extra_loss(step) if in_method else None
                 if extra is not None:
                     loss = loss + extra
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            scale = self.dp.loss_scale(it, x.shape[0], self.data.num_train, self.data.batch_size)
+            (loss * scale if scale != 1.0 else loss).backward()
             if in_method:
                 method.before_step(step)
             if clip > 0:
@@ -357,13 +371,19 @@ class Trainer:
             if t0 is not None:
                 timed_images += x.shape[0]
         sync(device)
+        elapsed = time.perf_counter() - t0 if t0 is not None else 0.0
+        loss_sum, seen, timed_images, elapsed = self.dp.reduce_epoch(
+            loss_sum, seen, timed_images, elapsed
+        )
         if t0 is not None:
             self.state.throughput.images += timed_images
-            self.state.throughput.seconds += time.perf_counter() - t0
+            self.state.throughput.seconds += elapsed
+        self.dp.sync_buffers(model)
         train_loss = float(loss_sum) / max(seen, 1)
         if not math.isfinite(train_loss):
             raise DivergenceError(f"training loss is {train_loss} in epoch {epoch + 1}")
         cycle_ended = method.on_epoch_end(epoch) if in_method else False
+        self.dp.check_same(self.ctx.masks.masks, f"masks after epoch {epoch + 1}")
         return {"epoch": epoch + 1, "lr": lr, "train_loss": train_loss, "cycle_end": cycle_ended}
 
     def _epoch_record(self, epoch: int, stats: dict[str, Any]) -> dict[str, Any]:
@@ -382,6 +402,7 @@ class Trainer:
     def _finalize(self) -> None:
         """The method's final hard prune, then freeze the zero pattern for fine-tuning."""
         self.method.finalize()
+        self.dp.check_same(self.ctx.masks.masks, "final masks")
         self.state.finalized = True
         if self.cfg.finetune.epochs > 0:
             self.state.pre_finetune = self.final_metrics()

@@ -99,3 +99,71 @@ def stored_files(store: Path) -> list[Path]:
     if not store.exists():
         return []
     return [p for p in store.rglob("*") if p.is_file() and ".locks" not in p.parts]
+
+
+# --------------------------------------------------------------------------- data-parallel ranks
+# Functions that every rank of a test's process group runs (module level, so spawn finds them).
+
+
+def execute_float64(configs: list[RunConfig]) -> None:
+    """Execute ``configs`` in float64 (a rank's job; see test_contract's equality test)."""
+    import torch
+
+    from benchmark.distributed import execute_all
+
+    torch.set_default_dtype(torch.float64)
+    execute_all(configs, {})
+
+
+def execute_then_die(done: RunConfig, killed: RunConfig, epochs: int, code: int) -> None:
+    """Execute ``done``, then train ``killed`` and exit abruptly (``os._exit``) on every rank
+    right after its epoch-``epochs`` checkpoint, as a preempted job would."""
+    import os
+
+    from benchmark.runner import execute
+
+    execute(done)
+    original = Trainer._save
+
+    def save_then_die(self: Trainer) -> None:
+        original(self)
+        if self.state.epoch == epochs:
+            os._exit(code)
+
+    Trainer._save = save_then_die  # type: ignore[method-assign]
+    execute(killed)
+
+
+def execute_failing_on_rank(cfg: RunConfig, bad_rank: int, epoch: int) -> None:
+    """Execute ``cfg``; rank ``bad_rank`` raises a ValueError at the start of ``epoch``."""
+    from benchmark.distributed import rank
+    from benchmark.runner import execute
+
+    original = Trainer.train_epoch
+
+    def train_epoch(self: Trainer, e: int) -> dict[str, Any]:
+        if e == epoch and rank() == bad_rank:
+            raise ValueError(f"disk full on rank {bad_rank}")
+        return original(self, e)
+
+    Trainer.train_epoch = train_epoch  # type: ignore[method-assign]
+    execute(cfg)
+
+
+def execute_diverging_masks(cfg: RunConfig, bad_rank: int) -> None:
+    """Execute ``cfg`` while rank ``bad_rank`` flips one entry of every new hard mask."""
+    from benchmark.distributed import rank
+    from benchmark.pruning import MaskStore
+    from benchmark.runner import execute
+
+    original = MaskStore.update
+
+    def update(self: MaskStore, masks: list[Any], *args: Any, **kwargs: Any) -> None:
+        if rank() == bad_rank:
+            masks = [m.clone() for m in masks]
+            flat = masks[0].reshape(-1)
+            flat[0] = flat[0] == 0
+        original(self, masks, *args, **kwargs)
+
+    MaskStore.update = update  # type: ignore[method-assign]
+    execute(cfg)

@@ -314,3 +314,16 @@ def test_time_limit_checkpoints_requeues_and_finishes(time_limit_run: Background
     assert "Requeued job" in log
     assert record["resumed"] is True
     assert len(record["history"]) == bg.epochs
+
+
+def test_two_task_job_trains_one_run_data_parallel(cluster: None, work: Path) -> None:
+    # One run, two SLURM tasks (one CPU each): rendezvous from the SLURM environment, gloo.
+    store = work / "data-parallel-runs"
+    settings = slurm(tasks_per_node=2, cpus_per_task=1)
+    exp = prepare(load_grid(long_grid(work, "dataparallel", seed=4, epochs=2)), store, settings)
+    (run,) = exp.runs
+    (job,) = submit_grid(exp, store, settings).jobs
+    record = wait_until(finished_record(store, run.run_id), 240, "the 2-task run")
+    assert record["distributed"]["processes"] == 2
+    assert record["distributed"]["backend"] == "gloo"
+    assert [r["run_id"] for r in Store(store).records()] == [run.run_id]

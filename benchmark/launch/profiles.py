@@ -28,6 +28,14 @@ class SlurmProfile:
     time_min: int
     signal_delay_s: int
     array_parallelism: int
+    # Data-parallel runs: processes (one per GPU) per node, and nodes, training each run.
+    tasks_per_node: int = 1
+    nodes: int = 1
+
+    @property
+    def processes_per_run(self) -> int:
+        """Processes (data-parallel ranks; one per GPU on GPU clusters) that train one run."""
+        return self.tasks_per_node * self.nodes
 
     def executor_parameters(self) -> dict[str, Any]:
         """Parameters of ``submitit.SlurmExecutor`` ("" and 0 mean: do not pass the option)."""
@@ -45,6 +53,11 @@ class SlurmProfile:
         if self.mem_gb:
             gb = float(self.mem_gb)
             params["mem"] = f"{int(gb)}G" if gb.is_integer() else f"{int(gb * 1024)}M"
+        if self.processes_per_run > 1:
+            params["ntasks_per_node"] = self.tasks_per_node
+            params["nodes"] = self.nodes
+            # One rank failing ends the others at once instead of at the collective timeout.
+            params["srun_args"] = ["--kill-on-bad-exit=1"]
         return params
 
 
@@ -59,7 +72,11 @@ PROFILE_RULES: dict[str, tuple[type, Callable[[Any], bool], str]] = {
     "time_min": (int, lambda v: v >= 1, "whole minutes >= 1"),
     "signal_delay_s": (int, lambda v: v >= 0, "an integer >= 0"),
     "array_parallelism": (int, lambda v: v >= 1, "an integer >= 1"),
+    "tasks_per_node": (int, lambda v: v >= 1, "an integer >= 1 (processes per node and run)"),
+    "nodes": (int, lambda v: v >= 1, "an integer >= 1 (nodes per run)"),
 }
+# Keys a profile may leave out (profiles written before data-parallel runs existed).
+PROFILE_DEFAULTS: dict[str, Any] = {"tasks_per_node": 1, "nodes": 1}
 
 
 def profile_path(name: str | Path) -> Path:
@@ -89,9 +106,9 @@ def load_profile(name: str | Path, overrides: Mapping[str, Any] | None = None) -
     values: dict[str, Any] = {}
     for key, (tp, ok, allowed) in PROFILE_RULES.items():
         where = f"--{key.replace('_', '-')}" if key in overrides else f"{path}: {key}"
-        if key not in overrides and key not in data:
+        if key not in overrides and key not in data and key not in PROFILE_DEFAULTS:
             raise ConfigError(where, None, f"{allowed} (every profile key is required)")
-        value = overrides.get(key, data.get(key))
+        value = overrides.get(key, data.get(key, PROFILE_DEFAULTS.get(key)))
         if tp is float:
             good = isinstance(value, int | float) and not isinstance(value, bool)
         else:

@@ -41,6 +41,14 @@ class GridTask(submitit.helpers.Checkpointable):
         self.isolate = isolate
 
     def __call__(self) -> dict[str, str]:
+        from benchmark.distributed import job_process_group
+
+        # A job of several tasks trains each run data-parallel; there a failing run ends the
+        # job (the ranks must stay in step), so it is never isolated.
+        with job_process_group(self.configs) as parallel:
+            return self._run(parallel)
+
+    def _run(self, parallel: bool) -> dict[str, str]:
         from benchmark.runner import execute
 
         if self.threads:
@@ -70,7 +78,9 @@ class GridTask(submitit.helpers.Checkpointable):
                 _record_failure(store, cfg, err)
                 raise
             except Exception as err:
-                if not self.isolate:
+                if parallel:
+                    _record_failure(store, cfg, err)
+                if parallel or not self.isolate:
                     raise
                 traceback.print_exc()
                 _log(f"run {rid}: FAILED ({type(err).__name__}: {err})")

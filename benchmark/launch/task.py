@@ -41,6 +41,7 @@ class GridTask(submitit.helpers.Checkpointable):
         self.isolate = isolate
 
     def __call__(self) -> dict[str, str]:
+        from benchmark.run_latency import measure_after_training
         from benchmark.runner import execute
 
         if self.threads:
@@ -79,6 +80,7 @@ class GridTask(submitit.helpers.Checkpointable):
                 continue
             _log(f"run {rid}: finished")
             outcome[rid] = FINISHED
+            measure_after_training(cfg)  # only when cfg.latency.measure (a grid's [latency])
         failed = [rid for rid, state in outcome.items() if state == FAILED]
         if failed:
             raise RunsFailed(

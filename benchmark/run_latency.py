@@ -22,6 +22,7 @@ every run) is measured by the job that trained it, right after training
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ import torch
 from torch import nn
 
 from benchmark.checkpoint import load_checkpoint, write_json_atomic
-from benchmark.config import LatencyConfig, RunConfig, config_from_dict
+from benchmark.config import LatencyConfig, RunConfig, config_from_dict, replace_section
 from benchmark.errors import ConfigError, check
 from benchmark.latency import DEFAULT_BATCHES, compare, device_info, versions
 from benchmark.models import build_model
@@ -176,6 +177,12 @@ def measure_run(
         # The record stays the same run's result: rewritten in place, atomically.
         write_json_atomic(store.result_path(run_id), record)
     return result
+
+
+def asking_for_latency(cfg: RunConfig) -> RunConfig:
+    """A copy of ``cfg`` that is timed right after training (``latency.measure``); same run id."""
+    latency = dataclasses.replace(cfg.latency, measure=True)
+    return replace_section(cfg, latency=latency)
 
 
 def measure_after_training(cfg: RunConfig) -> dict[str, Any] | None:

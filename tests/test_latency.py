@@ -147,3 +147,12 @@ def test_latency_measure_refuses_datasets_it_cannot_time(tmp_path):
     cfg.data.name = "cityscapes"
     with pytest.raises(ConfigError, match="latency.measure"):
         validate_latency(cfg)
+
+
+def test_asking_for_latency_keeps_the_run_id_and_the_original_config(tmp_path):
+    from benchmark.run_latency import asking_for_latency
+
+    cfg = tiny_config(tmp_path, "method.name=bimp", "method.structured=true")
+    timed = asking_for_latency(cfg)
+    assert timed.latency.measure and not cfg.latency.measure
+    assert timed.run_id == cfg.run_id

@@ -17,13 +17,17 @@ EXIT_FAILURE = 1
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", nargs="?", help="a TOML run config (default: BIMP on digits)")
+    _add_set_arg(p, "override one config value (repeatable), e.g. --set method.sparsity=0.95")
+
+
+def _add_set_arg(p: argparse.ArgumentParser, help_text: str) -> None:
     p.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="override one config value (repeatable), e.g. --set method.sparsity=0.95",
+        help=help_text,
     )
 
 
@@ -49,8 +53,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--figure", default="results/figures/demo.png", help="figure path")
     demo.add_argument("--epochs", type=int, default=30, help="budget T of each run")
     demo.add_argument("--sparsity", type=float, default=0.9, help="goal sparsity")
+    demo.add_argument(
+        "--threads", type=int, default=0, help="torch threads of every run (0: torch's default)"
+    )
+    _add_set_arg(demo, "override a value of every demo run (repeatable), e.g. data.batch_size=32")
 
-    sub.add_parser("methods", help="list the registered methods and their properties")
+    methods = sub.add_parser(
+        "methods",
+        help="list the registered methods; with NAME, every key (type, default, meaning) and "
+        "the presets",
+    )
+    methods.add_argument("name", nargs="?", help="a method: its keys, meanings and presets")
+    methods.add_argument(
+        "--markdown", action="store_true", help="print the README's method table instead"
+    )
+
+    check = sub.add_parser(
+        "check-method",
+        help="run the method contract (budget, exact sparsity, resume, ...) on digits",
+        description="Train each named method briefly on digits and check the contract every "
+        "method must pass: within the budget, exact goal sparsity, stored metrics match the "
+        "weights, determinism, exact resume, hard masks hold. Exit status 1 if a check fails.",
+    )
+    check.add_argument("names", nargs="+", metavar="NAME", help="registered method names")
+    _add_set_arg(check, "extra override of the contract's config, e.g. method.parent_epochs=1")
+    check.add_argument(
+        "--workdir", default=None, help="keep the runs here (default: a temporary folder)"
+    )
 
     show = sub.add_parser("show", help="print a stored run")
     show.add_argument("run", help="run id or path to a result JSON")
@@ -72,7 +101,29 @@ def build_parser() -> argparse.ArgumentParser:
     experiments_cli.add_parsers(sub)
     launch_cli.add_parsers(sub)
     report_cli.add_parsers(sub)
+    _show_defaults(parser)
     return parser
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default in --help, except the uninformative None and False."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = _HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _show_defaults(sub)
+
+
+# Errors about what to show (a table or figure id) rather than about a run's config.
+_ID_FIELDS = ("experiment id", "table id", "figure id")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,12 +133,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return code
     except ConfigError as err:
-        print(f"prunebench: config error: {err}", file=sys.stderr)
+        kind = "error" if err.field in _ID_FIELDS else "config error"
+        print(f"prunebench: {kind}: {err}", file=sys.stderr)
         return EXIT_USAGE
     except DatasetError as err:
         print(f"prunebench: data error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        # The reader went away (``prunebench list | head``): stop quietly, as Unix tools do.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return EXIT_FAILURE
     except (RunLockedError, CorruptFileError) as err:
         print(f"prunebench: {err}", file=sys.stderr)
@@ -106,6 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, overrides)
     if args.print_config:
         print(f"# run id: {cfg.run_id}")
+        print(f"# what each [method] key means: prunebench methods {cfg.method.name}")
         print(config_to_toml(cfg), end="")
         return 0
     try:
@@ -134,7 +196,11 @@ def format_summary(record: dict[str, Any]) -> str:
         f"  images/s        {m['images_per_s']:.0f}",
     ]
     if "stability" in m:
-        lines.append(f"  stability       {m['stability']['pruning_stability']:.4f}")
+        s = m["stability"]
+        lines.append(
+            f"  pruning stab.   {s['pruning_stability']:.4f} (test top-1 {s['acc_before']:.4f} "
+            f"before the final prune, {s['acc_after']:.4f} after; 1 - drop/before, 1: no drop)"
+        )
     return "\n".join(lines)
 
 
@@ -142,15 +208,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``prunebench demo``: dense vs IMP (FT, ALLR) vs BIMP on digits; table and figure."""
     from benchmark.demo import run_demo
 
-    run_demo(Path(args.store), Path(args.figure), epochs=args.epochs, sparsity=args.sparsity)
+    overrides = [*args.overrides, f"runtime.threads={args.threads}"]
+    run_demo(
+        Path(args.store),
+        Path(args.figure),
+        epochs=args.epochs,
+        sparsity=args.sparsity,
+        overrides=overrides,
+    )
     return 0
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    """``prunebench methods``: the paper's overview table for every registered method."""
+    """``prunebench methods [NAME]``: the overview table, or one method's keys and presets."""
+    import dataclasses
+
+    from benchmark import method_docs
     from methods import METHODS, load_methods
 
     load_methods()
+    if args.name is not None:
+        print(method_docs.describe(args.name))
+        return 0
+    if args.markdown:
+        print(method_docs.markdown_table(METHODS.names()), end="")
+        return 0
     mark = {True: "yes", False: "no"}
     rows = []
     for name in METHODS.names():
@@ -163,6 +245,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
                 mark[i.pruning_stable],
                 mark[i.sparsity_agnostic],
                 str(i.extra_hyperparameters),
+                str(len(dataclasses.fields(cls.Params))),
                 i.summary,
             )
         )
@@ -171,10 +254,12 @@ def cmd_methods(args: argparse.Namespace) -> int:
         "sparsity specifiable",
         "pruning stable",
         "sparsity agnostic",
-        "add. hyperparameters",
+        "paper's add. hyperparameters",
+        "own keys",
         "summary",
     )
     print(_text_table(header, rows))
+    print("\nprunebench methods NAME: every [method] key of NAME with its meaning, and its presets")
     return 0
 
 
@@ -184,6 +269,27 @@ def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*map(str, r)) for r in rows]
     return "\n".join(lines)
+
+
+def cmd_check_method(args: argparse.Namespace) -> int:
+    """``prunebench check-method NAME...``: the method contract, one line per check."""
+    import tempfile
+
+    from benchmark.contract import check_method
+    from methods import get_method
+
+    for name in args.names:
+        get_method(name)  # an unknown name is a config error before any training
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="prunebench-contract-") as tmp:
+        root = Path(args.workdir) if args.workdir else Path(tmp)
+        for name in args.names:
+            results = check_method(name, root / name, args.overrides)
+            for r in results:
+                print(r.line(), flush=True)
+            failed += sum(not r.passed for r in results)
+    print(f"{failed} check(s) failed" if failed else "every check passed")
+    return EXIT_FAILURE if failed else 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -261,6 +367,7 @@ COMMANDS = {
     "run": cmd_run,
     "demo": cmd_demo,
     "methods": cmd_methods,
+    "check-method": cmd_check_method,
     "show": cmd_show,
     "schedule": cmd_schedule,
     "fake-data": cmd_fake_data,

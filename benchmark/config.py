@@ -378,8 +378,18 @@ def _method_to_dict(method: MethodConfig) -> dict[str, Any]:
 
 
 def config_to_toml(cfg: RunConfig) -> str:
-    """The full config as TOML text that :func:`load_config` reads back unchanged."""
-    return tomli_w.dumps(_drop_none(config_to_dict(cfg)))
+    """The full config as TOML text that :func:`load_config` reads back unchanged.
+
+    TOML has no null, so an unset optional key is shown as a comment in its table.
+    """
+    data = config_to_dict(cfg)
+    text = tomli_w.dumps(_drop_none(data))
+    for section, values in data.items():
+        unset = [k for k, v in values.items() if v is None] if isinstance(values, dict) else []
+        for key in reversed(unset):
+            line = f"# {key} = ...  (unset; optional)\n"
+            text = text.replace(f"[{section}]\n", f"[{section}]\n{line}", 1)
+    return text
 
 
 def _drop_none(data: Any) -> Any:
@@ -406,7 +416,9 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
             full = {k: v for k, v in asdict(section).items() if k in used}
             defaults = asdict(cls())
         elif name == "method":
-            full = _method_to_dict(section)
+            # Likewise the [method] keys it ignores (the goal sparsity of CS, STR and DST).
+            ignored = get_method(cfg.method.name).ignored_fields()
+            full = {k: v for k, v in _method_to_dict(section).items() if k not in ignored}
             defaults = _method_to_dict(
                 MethodConfig(name=section.name, params=_default_params(section))
             )

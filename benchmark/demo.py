@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmark.config import RunConfig, config_from_dict
+from benchmark.config import RunConfig, apply_overrides, config_from_dict
 from benchmark.validation import validate
 from methods.base import dense_parent
 
 
-def demo_configs(store: Path, epochs: int, sparsity: float) -> dict[str, RunConfig]:
+def demo_configs(
+    store: Path, epochs: int, sparsity: float, overrides: Sequence[str] = ()
+) -> dict[str, RunConfig]:
     """The demo's runs: a dense model, One Shot IMP with FT and ALLR from it, and BIMP.
 
     IMP starts from the dense run itself (same parent config, so it is trained once); it then
     retrains for a third of the budget. BIMP gets the same total budget as the dense model.
+    ``overrides`` (``section.key=value``) apply to every run.
     """
     retrain = max(1, epochs // 3)
     base: dict[str, Any] = {
@@ -28,7 +32,8 @@ def demo_configs(store: Path, epochs: int, sparsity: float) -> dict[str, RunConf
     }
 
     def make(method: dict[str, Any], budget: dict[str, Any]) -> RunConfig:
-        cfg = config_from_dict({**base, "method": method, "budget": budget})
+        data = apply_overrides({**base, "method": method, "budget": budget}, list(overrides))
+        cfg = config_from_dict(data)
         validate(cfg)
         return cfg
 
@@ -90,17 +95,37 @@ def demo_figure(table: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def run_demo(store: Path, figure: Path, *, epochs: int = 30, sparsity: float = 0.9) -> pd.DataFrame:
+def run_demo(
+    store: Path,
+    figure: Path,
+    *,
+    epochs: int = 30,
+    sparsity: float = 0.9,
+    overrides: Sequence[str] = (),
+) -> pd.DataFrame:
     """Train (or reuse) the demo runs, print the comparison table and write the figure."""
     from benchmark.runner import execute
 
     records = {}
-    for label, cfg in demo_configs(store, epochs, sparsity).items():
+    for label, cfg in demo_configs(store, epochs, sparsity, overrides).items():
         print(f"[demo] {label}: run {cfg.run_id}", flush=True)
         records[label] = execute(cfg)
     table = demo_table(records)
     print()
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     demo_figure(table, figure)
-    print(f"\n[demo] figure: {figure.with_suffix('.png')} (and .pdf); results: {store}/")
+    print(f"\n[demo] trained with {environment_line(records.values())}")
+    print(f"[demo] figure: {figure.with_suffix('.png')} (and .pdf); results: {store}/")
     return table
+
+
+def environment_line(records: Any) -> str:
+    """Where the runs were trained: torch version, device and threads.
+
+    CPU results repeat bit for bit only with the same versions and thread count.
+    """
+    envs = {
+        (r["environment"].get("torch"), r["environment"].get("device"), r["environment"]["threads"])
+        for r in records
+    }
+    return "; ".join(f"torch {t} on {d}, {n} thread(s)" for t, d, n in sorted(envs, key=str))

@@ -21,7 +21,7 @@ def add_parsers(sub: Any) -> None:
     """Register the four sub-commands on the ``prunebench`` sub-parser set."""
     table = sub.add_parser("table", help="rebuild a table of the paper from the results store")
     table.add_argument("id", help="table id (prunebench list)")
-    table.add_argument("--format", choices=FORMATS, default="markdown")
+    table.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
     _rules(table)
@@ -30,18 +30,24 @@ def add_parsers(sub: Any) -> None:
     )
     table.add_argument("--ci", choices=("t", "bootstrap"), default="t", help="with --stats")
     table.add_argument("--level", type=float, default=0.95, help="confidence level (--stats)")
-    _common(table)
+    _common(table, out_help="write the table to this file instead of stdout")
 
     plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
     plot.add_argument("id", help="figure or table id (prunebench list)")
-    _common(plot)
+    _common(plot, out_help="folder for <id>.png and <id>.pdf (default: results/figures)")
 
     rep = sub.add_parser("reproduce", help="run what a table/figure misses, then build it")
     rep.add_argument("id", help="table or figure id (prunebench list)")
-    rep.add_argument("--executor", choices=EXECUTORS, default="local")
+    rep.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: worker processes here; debug: in this process; slurm: job arrays "
+        "(needs --profile)",
+    )
     rep.add_argument("--workers", type=int, default=1, help="local worker processes")
     rep.add_argument("--profile", default=None, help="cluster profile (slurm executor)")
-    rep.add_argument("--format", choices=FORMATS, default="markdown")
+    rep.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     rep.add_argument("--paper", action="store_true", help="show the published value and diff")
     rep.add_argument("--dry-run", action="store_true", help="only count the missing runs")
     rep.add_argument(
@@ -50,7 +56,7 @@ def add_parsers(sub: Any) -> None:
         help="time each run right after training (latency.measure; run ids unchanged)",
     )
     _rules(rep)
-    _common(rep, default_scale="smoke")
+    _common(rep, default_scale="smoke", out_help="folder for the table and figures")
 
     lst = sub.add_parser("list", help="every table and figure id, and the runs the store holds")
     lst.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
@@ -83,15 +89,18 @@ def _table_rules(args: argparse.Namespace) -> Any:
     return TableRules(ddof=args.ddof, max_distance=args.max_distance)
 
 
-def _common(p: argparse.ArgumentParser, default_scale: str = "auto") -> None:
+def _common(p: argparse.ArgumentParser, *, out_help: str, default_scale: str = "auto") -> None:
     p.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+    auto = default_scale == "auto"
     p.add_argument(
         "--scale",
-        choices=("auto", "smoke", "paper") if default_scale == "auto" else ("smoke", "paper"),
+        choices=("auto", "smoke", "paper") if auto else ("smoke", "paper"),
         default=default_scale,
-        help="which grid to read (auto: smoke when the store holds smoke runs of this id)",
+        help="which grid to read (auto: smoke when the store holds smoke runs of this id)"
+        if auto
+        else "which grid to run: smoke (digits, minutes on a CPU) or paper",
     )
-    p.add_argument("--out", default=None, help="write here instead of stdout / results/figures")
+    p.add_argument("--out", default=None, help=out_help)
 
 
 def _scale(experiment: Any, requested: str, store_dir: str) -> str:
@@ -128,6 +137,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 
         check_level(args.level)
     table = rebuild(experiment, scale, args.store, paper=args.paper, rules=rules)
+    _warn_smoke_vs_paper(table, scale, args.paper)
     if args.stats:
         from benchmark.store import load_store
         from benchmark.table_stats import annotate
@@ -138,6 +148,36 @@ def cmd_table(args: argparse.Namespace) -> int:
         annotate(table, layout, plan, store, level=args.level, method=args.ci, rules=rules)
     _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
     return 0
+
+
+SMOKE_VS_PAPER = (
+    "smoke-scale numbers (digits data, a small model, a few epochs) set against the paper's "
+    "published ones: the differences measure the scale, not the methods; use --scale paper runs "
+    "for a comparison"
+)
+
+
+def _warn_smoke_vs_paper(table: Any, scale: str, paper: bool) -> None:
+    """``--paper`` on smoke-scale runs: say so on stderr and under the table."""
+    if paper and scale == "smoke":
+        print(f"prunebench: warning: {SMOKE_VS_PAPER}", file=sys.stderr)
+        table.notes.append(SMOKE_VS_PAPER)
+
+
+def _no_runs(experiment: Any, scale: str, store_dir: str) -> bool:
+    """Whether the store holds none of the finished runs the experiment plans (say so)."""
+    from benchmark.store import load_store
+
+    planned = set(experiment.plan(scale, store_dir)["run_id"])
+    if not planned or planned & _finished_ids(load_store(store_dir)):
+        return False
+    print(
+        f"prunebench: no finished runs of {experiment.id} ({scale} scale) in {store_dir} "
+        f"({len(planned)} planned); nothing to draw. Run them first: "
+        f"prunebench reproduce {experiment.id} --scale {scale}",
+        file=sys.stderr,
+    )
+    return True
 
 
 def _render(table: Any, fmt: str, store: str, preamble: bool = False) -> str:
@@ -166,6 +206,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     experiment = get_experiment(args.id)
     scale = _scale(experiment, args.scale, args.store)
+    if experiment.plot is not None and _no_runs(experiment, scale, args.store):
+        return 1
     for path in draw(experiment, scale, args.store, Path(args.out or DEFAULT_FIGURES)):
         print(f"wrote {path}")
     return 0
@@ -257,6 +299,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         from benchmark.tables import rebuild
 
         table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules)
+        _warn_smoke_vs_paper(table, args.scale, args.paper)
         out = (
             None
             if args.out is None

@@ -30,7 +30,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "submit", help="run a grid: SLURM job arrays, local worker processes or in-process"
     )
     submit.add_argument("file", help="a grid TOML file")
-    submit.add_argument("--executor", required=True, choices=["slurm", "local", "debug"])
+    submit.add_argument(
+        "--executor",
+        default="local",
+        choices=["slurm", "local", "debug"],
+        help="slurm: job arrays on a cluster (needs --profile); local: worker processes on this "
+        "machine; debug: in this process, a failing run stops in pdb",
+    )
     _add_store_arg(submit)
     submit.add_argument("--dry-run", action="store_true", help="show the plan, submit nothing")
     submit.add_argument(

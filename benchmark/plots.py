@@ -137,16 +137,37 @@ def _reference(ax: Axes, value: float, row: str) -> None:
 
 
 def _footer(
-    fig: Figure, experiment: Experiment, scale: Scale, plan: pd.DataFrame, missing: int
+    fig: Figure,
+    experiment: Experiment,
+    scale: Scale,
+    plan: pd.DataFrame,
+    missing: int,
+    best: pd.DataFrame,
 ) -> None:
-    """The description and how many planned runs the store holds (missing ones are not hidden)."""
+    """The description, what ran, how many planned runs the store holds, what the marks mean.
+
+    Nothing is left out silently: rows of the plan without a single point are named.
+    """
     from benchmark.titles import scale_text
 
     total = plan["run_id"].nunique()
+    notes = ["Shaded bands: min to max over seeds."]
+    rows = list(dict.fromkeys(plan["row"].astype(str)))
+    if RENDA_ROW in rows:
+        notes.append(
+            f"Dashed line: {RENDA_ROW}, its own budget (T_orig retraining epochs per cycle), "
+            "not on the x axis."
+        )
+    drawn = set(best["row"].astype(str)) if "row" in best else set()
+    absent = [r for r in rows if r not in drawn]
+    if absent:
+        notes.append(f"Not shown (no finished run at a plotted sparsity): {', '.join(absent)}.")
     # At smoke scale the title names what really trained (e.g. digits, cnn_wide).
     ran = scale_text(experiment, scale, ".")
     fig.suptitle(
-        f"{experiment.description}\n({ran}; {total - missing}/{total} runs found)", fontsize=9
+        f"{experiment.description}\n({ran}; {total - missing}/{total} runs found)\n"
+        + "\n".join(notes),
+        fontsize=8,
     )
 
 
@@ -175,7 +196,7 @@ def envelope_figure(
         ax.set_ylabel(ACCURACY_LABEL)
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)
-    _footer(fig, experiment, scale, plan, missing)
+    _footer(fig, experiment, scale, plan, missing, best)
     return fig
 
 
@@ -201,7 +222,7 @@ def budgeted_initial_figure(
         ax.set_ylabel("deviation from full budget (pp)")
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, title="goal sparsity", fontsize=8)
-    _footer(fig, experiment, scale, plan, missing)
+    _footer(fig, experiment, scale, plan, missing, best)
     return fig
 
 
@@ -230,7 +251,7 @@ def tradeoff_figure(
             ax.set_title("" if section == "comparison" else section)  # the default section
             ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)
-    _footer(fig, experiment, scale, plan, missing)
+    _footer(fig, experiment, scale, plan, missing, best)
     return fig
 
 

@@ -56,12 +56,15 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--initial-lr", type=float, help="initial LR of the tuned-* kinds")
     p.add_argument("--warmup-fraction", type=float, default=0.0, help="warm-up of tuned-* kinds")
-    p.add_argument("--plot", type=Path, metavar="PATH", help="also save a plot (.png or .pdf)")
+    p.add_argument(
+        "--plot", type=Path, metavar="PATH", help="save a plot (.png or .pdf) instead of the JSON"
+    )
+    p.add_argument("--json", action="store_true", help="print the JSON also with --plot")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the requested schedules as JSON (and plot them); return the exit status."""
+    """Print the requested schedules as JSON, or plot them; return the exit status."""
     try:
         if args.plot is not None:
             _check_plot_path(args.plot)
@@ -69,11 +72,16 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    payload = [{"kind": kind, "lrs": lrs.tolist()} for kind, lrs in curves]
-    print(json.dumps(payload[0] if len(payload) == 1 else payload))
+    if args.plot is None or args.json:
+        payload = [{"kind": kind, "lrs": lrs.tolist()} for kind, lrs in curves]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload))
     if args.plot is not None:
         fig = plot_schedules(curves, args.iters_per_epoch, xlabel=xlabel)
         save_figure(fig, args.plot)
+        print(
+            f"wrote {args.plot} ({len(curves)} schedule(s))",
+            file=sys.stderr if args.json else sys.stdout,
+        )
     return 0
 
 

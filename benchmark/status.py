@@ -125,8 +125,23 @@ def grid_status(expansion: Expansion, store: str | Path) -> GridStatus:
         method = node.cfg.method.name
         label = method if node.in_grid else PARENT_LABEL.format(method)
         runs.append(RunStatus(rid, label, category, ref.job_id if ref else None, detail))
+    _one_running_run_per_job(runs)
     executors = {ref.job_id.split("_")[0]: ref.executor for ref in refs}
     return GridStatus(expansion.grid.name, store, runs, executors, warning)
+
+
+def _one_running_run_per_job(runs: list[RunStatus]) -> None:
+    """A job trains its runs one after the other, in grid order: only the first is running.
+
+    The others of a running job (``--runs-per-task`` on SLURM, a local worker) wait in it.
+    """
+    busy: set[str] = set()
+    for run in runs:
+        if run.state != "running" or run.job_id is None:
+            continue
+        if run.job_id in busy:
+            run.state, run.detail = "pending", f"after the running run of job {run.job_id}"
+        busy.add(run.job_id)
 
 
 def _job_key(job: str) -> tuple[int, str]:

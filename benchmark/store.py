@@ -177,7 +177,7 @@ class Store:
         rows = []
         for rec in self.records():
             row = {"run_id": rec["run_id"], "status": rec.get("status")}
-            row.update(_flatten("config", rec.get("config", {})))
+            row.update(_flatten("config", rec.get("config", {}), keep_lists=True))
             row.update(_flatten("", rec.get("metrics", {})))
             rows.append(row)
         return pd.DataFrame(rows)
@@ -199,21 +199,35 @@ def _warn_unreadable(path: Path, err: Exception) -> None:
     warnings.warn(f"skipping unreadable result {path}: {err}", StoreWarning, stacklevel=3)
 
 
-def _flatten(prefix: str, data: dict[str, Any]) -> dict[str, Any]:
+def _flatten(prefix: str, data: dict[str, Any], keep_lists: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if not isinstance(data, dict):
         return out
     for key, value in data.items():
         name = f"{prefix}.{key}" if prefix else key
         if isinstance(value, dict):
-            out.update(_flatten(name, value))
+            out.update(_flatten(name, value, keep_lists))
         elif isinstance(value, list):
-            continue  # histories and per-cycle lists stay in the JSON
+            # Config lists (milestones, exclude) as hashable tuples; histories and per-cycle
+            # metric lists stay in the JSON.
+            if keep_lists:
+                out[name] = tuple(value)
         else:
             out[name] = value
     return out
 
 
 def load_store(root: str | Path) -> pd.DataFrame:
-    """Load a whole results store into a pandas DataFrame (one call)."""
-    return Store(root).dataframe()
+    """Load a whole results store into a pandas DataFrame (one call).
+
+    One row per run: ``run_id``, ``status``, ``grid`` (the grid that last submitted it, or
+    None), every ``config.*`` field (lists as tuples) and the scalar metrics.
+    """
+    from benchmark.launch.records import load_index
+
+    frame = Store(root).dataframe()
+    if len(frame):
+        index = load_index(Path(root))
+        grids = [index[r].grid if r in index else None for r in frame["run_id"]]
+        frame.insert(2, "grid", grids)
+    return frame

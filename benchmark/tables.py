@@ -473,10 +473,11 @@ def _paper_text(v: Value, metric: str, pm: str) -> str:
     return text
 
 
-def _column_label(c: Column, single_metric: bool, sep: str = " ") -> str:
-    parts = [] if c.goal is None else [f"{c.goal:g}%"]
+def _column_label(c: Column, single_metric: bool, sep: str = ", ") -> str:
+    # Say what each number is (as the LaTeX header's "Model sparsity" and "Budget:" rows do).
+    parts = [] if c.goal is None else [f"sparsity {c.goal:g}%"]
     if c.budget:
-        parts.append(c.budget)
+        parts.append(f"budget {c.budget}")
     if c.goal is None or not single_metric:
         parts.append(HEADERS[c.metric])
     return sep.join(parts)

@@ -81,6 +81,15 @@ class Method:
         # Whether the mask store holds a hard mask that every optimizer step must respect.
         self.masks_active = False
 
+    @classmethod
+    def ignored_fields(cls) -> frozenset[str]:
+        """The ``[method]`` keys this method does not read; they are not part of its run id.
+
+        By default ``sparsity`` when the goal sparsity is not specifiable (it emerges from the
+        method's own hyperparameters), so sweeping it does not train the same run twice.
+        """
+        return frozenset() if cls.info.sparsity_specifiable else frozenset({"sparsity"})
+
     # ----------------------------------------------------------------- planning (no compute)
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
@@ -290,6 +299,19 @@ class PretrainedParams:
     ``parent_momentum``, ``parent_schedule`` (name), ``parent_lr`` and ``parent_values`` (the
     stepped levels) replace the run's values when set, so every tuned variant of a seed can
     start from one standard dense model (as IMP's ``parent_weight_decay``).
+
+    Attributes:
+        from_pretrained: start from a trained dense parent and train budget.epochs epochs
+            instead of training from scratch (the other keys below are ignored when false)
+        parent_epochs: epochs of the dense parent (used only with from_pretrained)
+        pretrained_schedule: learning rates from the parent: compressed (the run's schedule
+            over parent_epochs squeezed into budget.epochs) or configured (as configured over
+            budget.epochs)
+        parent_weight_decay: the dense parent's weight decay; unset: the run's
+        parent_momentum: the dense parent's momentum; unset: the run's
+        parent_schedule: the dense parent's schedule name; unset: the run's
+        parent_lr: the dense parent's initial learning rate; unset: the run's
+        parent_values: the dense parent's stepped learning-rate levels; unset: the run's
     """
 
     from_pretrained: bool = False

@@ -46,12 +46,24 @@ from methods.base import Method, MethodInfo, TrainContext, dense_parent, registe
 
 @dataclass
 class BIMPParams:
-    """Hyperparameters of BIMP (initial training is part of the run), shared with IMP."""
+    """Hyperparameters of BIMP (initial training is part of the run), shared with IMP.
+
+    Attributes:
+        schedule: retraining learning-rate schedule of each cycle: FT LRW SLR CLR LLR ALLR
+            AccALLR ALLR-d1 ALLR-d2 tuned-{constant,stepped,cosine,linear}
+        criterion: which weights each cycle prunes: global, uniform, uniform+, erk, lamp, random
+        structured: true prunes whole conv filters by L2 norm (Li et al.) instead of weights
+        filter_multiple: structured only: kept filters per layer are rounded to a multiple of
+            this (8: hardware-friendly); 1 keeps exact counts
+        retrain_epochs: retraining epochs of each cycle; empty splits the retraining budget
+            evenly over the cycles
+        initial_lr: initial retraining learning rate of the tuned-* schedules (> 0 for them)
+        warmup_fraction: tuned-* schedules only: fraction of each cycle warmed up (0 or 0.1)
+    """
 
     schedule: str = "ALLR"
     criterion: str = "global"
     structured: bool = False
-    # Structured only: round kept filters per layer to a multiple of this (8: hardware-friendly).
     filter_multiple: int = 1
     retrain_epochs: list[int] = field(default_factory=list)
     initial_lr: float = 0.0
@@ -60,17 +72,32 @@ class BIMPParams:
 
 @dataclass
 class IMPParams(BIMPParams):
-    """Hyperparameters of IMP: BIMP's, plus the epochs of the trained dense parent."""
+    """Hyperparameters of IMP: BIMP's, plus the epochs of the trained dense parent.
+
+    Attributes:
+        parent_epochs: epochs of the dense parent (an ordinary dense run, trained once and
+            shared by every child with the same parent config); budget.epochs is the
+            retraining budget
+        parent_weight_decay: weight decay of the dense parent; unset: the run's
+            optim.weight_decay (setting it lets a retraining weight-decay grid share one parent)
+    """
 
     parent_epochs: int = 10
-    # Weight decay of the dense parent; unset: the run's optim.weight_decay. Setting it lets a
-    # retraining weight-decay grid share one parent, as in the paper.
     parent_weight_decay: float | None = None
 
 
 @dataclass
 class RendaParams:
-    """Hyperparameters of the Renda et al. baseline."""
+    """Hyperparameters of the Renda et al. baseline.
+
+    Attributes:
+        criterion: which weights each cycle prunes (as IMP's criterion)
+        prune_fraction: fraction of the remaining weights each cycle prunes, until the goal
+        parent_epochs: epochs of the dense parent; also the retraining epochs of every cycle
+            (LRW rewinds to the parent's schedule)
+        parent_weight_decay: weight decay of the dense parent; unset: the run's
+            optim.weight_decay
+    """
 
     criterion: str = "global"
     prune_fraction: float = 0.2

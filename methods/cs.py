@@ -49,6 +49,14 @@ class CSParams:
     """Hyperparameters of CS: s0 (``mask_init``), beta_final (``temperature``), lambda (``l1``).
 
     ``decay``: ``reference`` (P decayed twice, logits once) or ``once`` (see the module).
+
+    Attributes:
+        mask_init: s0, the initial mask logit of every prunable weight (lower prunes more)
+        temperature: beta_final, the temperature the mask sigmoid reaches at the last iteration
+            (it grows exponentially from 1)
+        l1: lambda, the weight of the mask penalty sum(sigmoid(beta m)) over the prunable set
+        decay: reference (the weights of P decayed twice, the logits once, as the paper's code)
+            or once (every model parameter once, the logits not at all)
     """
 
     mask_init: float = 0.0

@@ -49,6 +49,12 @@ class DPFParams:
     ``interval`` (I, in epochs) or ``steps`` (the paper's label T / I) fixes the pruning schedule
     as for GMP (at most one; both 0 means I = 1); ``refresh_every`` is the mask update period in
     iterations.
+
+    Attributes:
+        steps: the paper's label T / I for the pruning schedule (I = floor(T / steps));
+            0: use interval
+        interval: I, epochs between pruning steps; 0: derived from steps (both 0: I = 1)
+        refresh_every: iterations between mask recomputations from the dense weights
     """
 
     steps: int = 0

@@ -115,6 +115,11 @@ class DSTParams:
     """Hyperparameters of DST: ``alpha`` weighs the threshold penalty sum(exp(-t)).
 
     ``decay``: ``reference`` (P decayed twice, thresholds once) or ``once`` (see the module).
+
+    Attributes:
+        alpha: weight of the threshold penalty sum(exp(-t)); larger prunes more
+        decay: reference (the weights of P decayed twice, the thresholds once, as the paper's
+            code) or once (every model parameter once, the thresholds not at all)
     """
 
     alpha: float = 5e-5

@@ -72,6 +72,16 @@ class GMPParams:
     ``interval`` (I, in epochs) or ``steps`` (the paper's label T / I, so I = floor(T / steps))
     fixes the pruning schedule; give at most one, and both 0 means I = 1 (prune after every
     epoch). ``variant`` is ``soft`` (the paper's GMP) or ``hard``.
+
+    Attributes:
+        steps: the paper's label T / I for the pruning schedule (I = floor(T / steps));
+            0: use interval
+        interval: I, epochs between pruning steps; 0: derived from steps (both 0: I = 1)
+        criterion: which weights each step prunes: global, uniform, uniform+, erk, lamp, random
+        variant: soft (the paper's GMP: each step re-selects from all weights, so pruned ones
+            can come back) or hard (a pruned weight never returns)
+        lr_schedule: original (the run's schedule), linear (decay to zero over T) or cyclic
+            (a linear decay restarted at each pruning step)
     """
 
     steps: int = 0

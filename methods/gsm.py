@@ -65,6 +65,12 @@ class GSMParams(PretrainedParams):
     ``parent_*``) are those of :class:`methods.base.PretrainedParams`. ``rank_over``: ``all``
     parameters with a gradient (the reference) or only the ``prunable`` weights;
     ``recompute_bn``: refresh BatchNorm statistics after the final prune.
+
+    Attributes:
+        rank_over: all (every parameter with a gradient competes for the top-Q slots, as the
+            reference) or prunable (only the weights of P)
+        recompute_bn: refresh the BatchNorm statistics (one train-mode pass over the training
+            split) after the final prune
     """
 
     rank_over: str = "all"

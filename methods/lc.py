@@ -83,6 +83,25 @@ class LCParams(PretrainedParams):
     ``rank_over`` ``all`` (the reference) or ``prunable``. ``lc`` variant: ``mu_0``,
     ``mu_growth`` and ``c_step_every`` (iterations; 0 = every epoch). ``from_pretrained``,
     ``recompute_bn`` and the from-pretrained keys as GSM.
+
+    Attributes:
+        variant: decay (decay the would-be-pruned weights; the paper's form) or lc (the
+            original learning-compression L and C steps)
+        wd_schedule: decay variant: constant (optim.weight_decay, the reference), geometric
+            (per iteration from wd_start_factor to wd_end_factor times it) or epoch (times
+            decay_growth every epoch)
+        wd_start_factor: decay variant, geometric/epoch: factor of optim.weight_decay at the
+            first iteration
+        wd_end_factor: decay variant, geometric: factor of optim.weight_decay at the last
+            iteration
+        decay_growth: decay variant, epoch: the factor multiplies by this every epoch
+        mu_0: lc variant: penalty weight mu of the first C step
+        mu_growth: lc variant: mu multiplies by this after every C step
+        c_step_every: lc variant: iterations between C steps; 0: one at the start of every epoch
+        rank_over: all (every parameter with a gradient competes for the top-K slots, as the
+            reference) or prunable (only the weights of P)
+        recompute_bn: refresh the BatchNorm statistics (one train-mode pass over the training
+            split) after the final prune
     """
 
     variant: str = "decay"

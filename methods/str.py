@@ -34,7 +34,12 @@ from methods.base import MethodInfo, register_method
 
 @dataclass
 class STRParams:
-    """Hyperparameters of STR: ``s_init`` is the initial value of every layer's s_l."""
+    """Hyperparameters of STR: ``s_init`` is the initial value of every layer's s_l.
+
+    Attributes:
+        s_init: initial value of every layer's threshold parameter s_l (threshold sigmoid(s_l));
+            higher starts with a larger threshold
+    """
 
     s_init: float = -5.0
 

@@ -1,32 +1,29 @@
-"""Test helpers shared by the method tests: tiny configs and interrupted runs."""
+"""Test helpers shared by the method tests: tiny configs, interrupted runs, plugin installs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmark.config import RunConfig
+from benchmark.contract import comparable, run_interrupted, tiny_config
 from benchmark.runner import parent_weights
 from benchmark.store import Store
 from benchmark.trainer import Trainer
-from benchmark.validation import load_config
 
-
-def tiny_config(store: Path, *overrides: str) -> RunConfig:
-    """A fast digits config (batch 128, one thread, no progress bar) with ``overrides``.
-
-    Deterministic kernels, so that equality checks also hold when the suite runs on a GPU.
-    """
-    base = [
-        f"output.dir={str(store)!r}",
-        "logging.progress=false",
-        "data.batch_size=128",
-        "runtime.threads=1",
-        "runtime.deterministic=true",
-    ]
-    return load_config(None, [*base, *overrides])
+ROOT = Path(__file__).resolve().parents[1]
+__all__ = [
+    "comparable",
+    "install_plugin",
+    "readme_plugin_source",
+    "record_lrs",
+    "run_interrupted",
+    "run_uninterrupted",
+    "tiny_config",
+]
 
 
 def run_uninterrupted(cfg: RunConfig) -> dict[str, Any]:
@@ -36,25 +33,6 @@ def run_uninterrupted(cfg: RunConfig) -> dict[str, Any]:
     metrics = Trainer(cfg, None, parent).fit()
     assert metrics is not None
     return metrics
-
-
-def run_interrupted(cfg: RunConfig, stop_after: int, tmp: Path) -> dict[str, Any]:
-    """Train ``stop_after`` epochs, drop the trainer, resume a fresh one from the checkpoint."""
-    store = Store(cfg.output.dir)
-    _, parent = parent_weights(cfg, store)
-    ckpt = tmp / f"{cfg.run_id}.pt"
-    assert Trainer(cfg, ckpt, parent).fit(stop_after=stop_after) is None
-    resumed = Trainer(cfg, ckpt, parent)
-    assert resumed.try_resume()
-    assert resumed.state.epoch == stop_after
-    metrics = resumed.fit()
-    assert metrics is not None
-    return metrics
-
-
-def comparable(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The deterministic part of a run's metrics (no timings)."""
-    return {k: v for k, v in metrics.items() if k not in ("images_per_s", "wall_seconds")}
 
 
 def record_lrs(trainer: Trainer) -> list[float]:
@@ -69,6 +47,30 @@ def record_lrs(trainer: Trainer) -> list[float]:
     trainer.optimizer.step = step  # type: ignore[method-assign]
     trainer.fit()
     return lrs
+
+
+def install_plugin(site: Path, dist: str, module: str, source: str, methods: list[str]) -> None:
+    """Install an outside plugin into ``site`` the way pip does: a module plus dist-info.
+
+    Each of ``methods`` becomes a ``prunebench.methods`` entry point naming ``module``.
+    """
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(source)
+    info = site / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    lines = "".join(f"{m} = {module}\n" for m in methods)
+    (info / "entry_points.txt").write_text(f"[prunebench.methods]\n{lines}")
+
+
+def readme_plugin_source() -> tuple[str, str]:
+    """The README's example plugin: its Python source and the method name it registers."""
+    readme = (ROOT / "README.md").read_text()
+    (source,) = [
+        b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "register_method" in b
+    ]
+    (name,) = re.findall(r'^\s+name = "([^"]+)"', source, re.M)
+    return source, name
 
 
 @pytest.fixture

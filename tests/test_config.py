@@ -193,6 +193,17 @@ def test_budget_fields_a_method_ignores_are_not_identity() -> None:
     assert c.run_id != load_config().run_id
 
 
+@pytest.mark.parametrize("method", ["cs", "str", "dst"])
+def test_goal_sparsity_is_not_identity_of_methods_that_ignore_it(method: str) -> None:
+    a = load_config(None, [f"method.name={method}", "method.sparsity=0.5"])
+    b = load_config(None, [f"method.name={method}", "method.sparsity=0.95"])
+    assert a.run_id == b.run_id
+    assert "sparsity" not in canonical_dict(a).get("method", {})
+    # a hyperparameter the method does read still moves the id
+    other = {"cs": "method.l1=1e-9", "str": "method.s_init=-3.0", "dst": "method.alpha=1e-6"}
+    assert load_config(None, [f"method.name={method}", other[method]]).run_id != a.run_id
+
+
 def test_run_id_is_stable_across_field_additions() -> None:
     # A new field with a default is left out of the canonical dict, so ids never move.
     cfg = RunConfig()

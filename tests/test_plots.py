@@ -159,3 +159,16 @@ def test_lines_of_one_figure_never_share_a_colour(tmp_path):
     assert len(set(colours)) == len(colours) == 7
     # The paper's names keep their colour.
     assert fig.axes[0].get_lines()[-1].get_color() == style("BIMP")[0]
+
+
+def test_figures_explain_bands_references_and_rows_left_out(tmp_path):
+    fig, plan = _figure("cifar10-envelope", tmp_path)
+    title = fig.get_suptitle()
+    assert "Shaded bands: min to max over seeds" in title
+    assert "Renda et al., its own budget" in title
+    assert "Not shown" not in title  # every row has points in the synthetic store
+    fig, plan = _figure("stable-unstable-results", tmp_path, store=pd.DataFrame())
+    rows = list(dict.fromkeys(plan["row"].astype(str)))
+    assert f"Not shown (no finished run at a plotted sparsity): {', '.join(rows)}." in (
+        fig.get_suptitle()
+    )

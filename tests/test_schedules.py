@@ -401,7 +401,13 @@ def test_cli_plot_writes_pdf(tmp_path, capsys: pytest.CaptureFixture[str]) -> No
         cli([*ORIGINAL_ARGS, "--retrain", "LLR", "--retrain-epochs", "2", "--plot", str(path)]) == 0
     )
     assert path.read_bytes()[:5] == b"%PDF-"
-    assert json.loads(capsys.readouterr().out)["kind"] == "LLR"
+    out = capsys.readouterr().out
+    assert out == f"wrote {path} (1 schedule(s))\n"  # where the plot went, no flood of JSON
+    args = [*ORIGINAL_ARGS, "--retrain", "LLR", "--retrain-epochs", "2", "--plot", str(path)]
+    assert cli([*args, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["kind"] == "LLR"
+    assert f"wrote {path}" in captured.err
 
 
 def test_figure1_has_six_labelled_lines(tmp_path) -> None:

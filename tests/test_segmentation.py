@@ -82,7 +82,7 @@ def test_pretrained_weights_load_from_a_state_dict_or_a_backbone(tmp_path: Path)
     torch.manual_seed(0)
     source = build_model("deeplabv3_tiny", 21, (3, 24, 24))
     torch.save(source.state_dict(), tmp_path / "full.pt")
-    loaded = build_model("deeplabv3_tiny", 21, (3, 24, 24), str(tmp_path / "full.pt"))
+    loaded = build_model("deeplabv3_tiny", 21, (3, 24, 24), pretrained=str(tmp_path / "full.pt"))
     assert all(
         torch.equal(a, b)
         for a, b in zip(source.state_dict().values(), loaded.state_dict().values(), strict=True)
@@ -92,12 +92,12 @@ def test_pretrained_weights_load_from_a_state_dict_or_a_backbone(tmp_path: Path)
 
     resnet = tiny_resnet()
     torch.save(resnet.state_dict(), tmp_path / "backbone.pt")
-    model = build_model("pspnet_tiny", 19, (3, 24, 24), str(tmp_path / "backbone.pt"))
+    model = build_model("pspnet_tiny", 19, (3, 24, 24), pretrained=str(tmp_path / "backbone.pt"))
     assert torch.equal(model.backbone.conv1.weight, resnet.conv1.weight)
     with pytest.raises(ConfigError, match="model.pretrained"):
-        build_model("pspnet_tiny", 19, (3, 24, 24), str(tmp_path / "full.pt"))
+        build_model("pspnet_tiny", 19, (3, 24, 24), pretrained=str(tmp_path / "full.pt"))
     with pytest.raises(ConfigError, match="model.pretrained"):
-        build_model("pspnet_tiny", 19, (3, 24, 24), str(tmp_path / "missing.pt"))
+        build_model("pspnet_tiny", 19, (3, 24, 24), pretrained=str(tmp_path / "missing.pt"))
 
 
 def test_a_classifier_cannot_train_on_a_segmentation_dataset(tmp_path: Path, coco_root) -> None:

@@ -109,10 +109,10 @@ def test_pretrained_t5_loads_from_a_save_pretrained_folder(tmp_path: Path) -> No
     torch.manual_seed(0)
     source = build_model("t5_tiny", 256, (1, 1, MAX_LENGTH))
     source.save_pretrained(tmp_path / "t5")
-    loaded = build_model("t5_tiny", 256, (1, 1, MAX_LENGTH), str(tmp_path / "t5"))
+    loaded = build_model("t5_tiny", 256, (1, 1, MAX_LENGTH), pretrained=str(tmp_path / "t5"))
     assert torch.equal(loaded.shared.weight, source.shared.weight)
     with pytest.raises(ConfigError, match="model.pretrained"):
-        build_model("t5_tiny", 384, (1, 1, MAX_LENGTH), str(tmp_path / "t5"))
+        build_model("t5_tiny", 384, (1, 1, MAX_LENGTH), pretrained=str(tmp_path / "t5"))
 
 
 @pytest.mark.slow

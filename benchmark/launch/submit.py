@@ -219,13 +219,20 @@ def _submit_here(
         where = "in this process"
         if settings.executor == "local":
             pids = ", ".join(j.job_id for j in jobs)
-            where = f"in {_plural(len(jobs), 'local worker')} (pids {pids})"
-        result.arrays.append(f"level {i}: {_plural(sum(map(len, ids)), 'run')} {where}")
+            where = (
+                f"in {_plural(len(jobs), 'local worker')} (pids {pids}; logs in {folder / 'local'})"
+            )
+        line = f"level {i}: {_plural(sum(map(len, ids)), 'run')} {where}"
+        result.arrays.append(line)
         if settings.executor == "debug":
             for job in jobs:
                 job.result()  # runs the task here, in this process
         else:
-            _wait_local(jobs, [rid for t in ids for rid in t], st, out)
+            # Say at once what runs where and where each worker logs, then follow the runs.
+            print(f"[local] {line}", file=out, flush=True)
+            for job in jobs:
+                print(f"[local]   worker {job.job_id}: {job.paths.stderr}", file=out, flush=True)
+            _wait_local(jobs, [rid for t in ids for rid in t], st, out, level=i)
 
 
 def _start_here(
@@ -279,15 +286,35 @@ def _parent_ready(node: Node, store: Store, result: SubmitResult) -> bool:
     return False
 
 
-def _wait_local(jobs: Sequence[Any], runs: Sequence[str], store: Store, out: TextIO) -> None:
+def _wait_local(
+    jobs: Sequence[Any], runs: Sequence[str], store: Store, out: TextIO, level: int = 0
+) -> None:
+    """Follow local workers: a progress bar on a terminal, a line per finished run otherwise.
+
+    Each worker trains its runs one after the other, so at most one run per worker is running.
+    """
     from tqdm.auto import tqdm
 
-    bar_off = not out.isatty()  # a bar redrawn with \r only clutters logs and pipes
-    with tqdm(total=len(runs), unit="run", desc="local", file=out, disable=bar_off) as bar:
+    tty = out.isatty()  # a bar redrawn with \r only clutters logs and pipes
+    desc = f"level {level}"
+    reported = -1
+    with tqdm(total=len(runs), unit="run", desc=desc, file=out, disable=not tty) as bar:
         while True:
             done = not any(not j.done() for j in jobs)
-            finished = sum(1 for r in runs if store.status(r) in (FINISHED, FAILED))
+            states = [store.status(r) for r in runs]
+            finished = sum(1 for s in states if s in (FINISHED, FAILED))
+            failed = sum(1 for s in states if s == FAILED)
+            running = 0 if done else min(len(runs) - finished, sum(not j.done() for j in jobs))
             bar.update(finished - bar.n)
+            bar.set_postfix(running=running, failed=failed, refresh=False)
+            if not tty and finished != reported:
+                print(
+                    f"[local] {desc}: {finished}/{len(runs)} runs done ({failed} failed), "
+                    f"{running} running",
+                    file=out,
+                    flush=True,
+                )
+                reported = finished
             if done:
                 break
             time.sleep(0.5)

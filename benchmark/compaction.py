@@ -14,10 +14,11 @@ zero (weight and bias) and every BatchNorm of the group has weight = bias = 0. T
 conservative, so the compacted model computes exactly what the masked model computes (up to
 float rounding of a differently shaped reduction, checked to 1e-5 relative in the tests):
 
-* a filter whose BN is masked too (``conv -> bn`` in registration order) is removed;
-* a filter whose BN is not masked (e.g. WRN-28-10, where dropout sits between conv1 and bn2, so
-  ``filter_masks`` does not mask bn2) still emits the constant ``bias - w * mean / std`` and is
-  kept; the theoretical speedup over-counts such filters, the measured speedup does not;
+* a filter whose BN is masked too (``conv -> bn`` in registration order, or ``conv -> dropout
+  -> bn`` as in WRN-28-10's blocks) is removed;
+* a filter whose BN is not masked (a model whose BN ``filter_masks`` cannot pair with the conv)
+  still emits the constant ``bias - w * mean / std`` and is kept; the theoretical speedup
+  over-counts such filters, the measured speedup does not;
 * a residual stream channel is removed only when all the convs feeding it (and every BN that
   reads it, in pre-activation nets) are zero there, which independent per-layer filter choices
   rarely give, so residual outputs mostly keep their width.

@@ -139,6 +139,21 @@ class RuntimeConfig:
 
 
 @dataclass
+class LatencyConfig:
+    """Measure the real inference speedup right after training; never part of the run id.
+
+    With ``measure`` the job that trains a run times it at once, as ``prunebench latency`` does
+    (:mod:`benchmark.run_latency`), and keeps ``metrics.latency`` / ``metrics.measured_speedup``.
+    """
+
+    measure: bool = False
+    device: str = "auto"
+    batches: list[int] = field(default_factory=lambda: [1, 64])
+    warmup: int = 10
+    repeats: int = 50
+
+
+@dataclass
 class MethodConfig:
     """The pruning method, its goal sparsity and its typed hyperparameters."""
 
@@ -157,7 +172,7 @@ class FinetuneConfig:
 
 @dataclass
 class RunConfig:
-    """Everything that defines one run; its identity (run id) excludes logging/output/runtime."""
+    """Everything that defines one run; its run id excludes logging/output/runtime/latency."""
 
     seed: int = 0
     data: DataConfig = field(default_factory=DataConfig)
@@ -171,6 +186,7 @@ class RunConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    latency: LatencyConfig = field(default_factory=LatencyConfig)
 
     @property
     def run_id(self) -> str:
@@ -187,7 +203,7 @@ SECTIONS: dict[str, type] = {
     f.name: typing.get_type_hints(RunConfig)[f.name] for f in fields(RunConfig) if f.name != "seed"
 }
 # Sections that change where or how a run executes, never what it computes.
-NON_IDENTITY_SECTIONS = frozenset({"logging", "output", "runtime"})
+NON_IDENTITY_SECTIONS = frozenset({"logging", "output", "runtime", "latency"})
 METHOD_COMMON_KEYS = ("name", "sparsity", "exclude")
 
 
@@ -436,7 +452,8 @@ def _default_params(method: MethodConfig) -> Any:
 # WRN-28-10; 2: the paper's code's PyTorch-default init, Nesterov and WRN-28-10, and every
 # method's defaults as the paper's code ran them (GMP soft with the paper's step labels, LC's
 # constant decay, GSM/LC ranking BatchNorm parameters too, CS/DST's doubled decay, BatchNorm
-# recomputed after the final prune, BIMP's fresh optimizer at the first cycle).
+# recomputed after the final prune, BIMP's fresh optimizer at the first cycle, filter pruning
+# masking the BatchNorm behind a dropout, i.e. WRN's bn2).
 IDENTITY_VERSION = 2
 
 

@@ -50,6 +50,11 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     rep.add_argument("--paper", action="store_true", help="show the published value and diff")
     rep.add_argument("--dry-run", action="store_true", help="only count the missing runs")
+    rep.add_argument(
+        "--measure-latency",
+        action="store_true",
+        help="time each run right after training (latency.measure; run ids unchanged)",
+    )
     _rules(rep)
     _common(rep, default_scale="smoke", out_help="folder for the table and figures")
 
@@ -275,6 +280,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     experiment.prepare(args.scale)
+    if args.measure_latency:
+        from benchmark.run_latency import asking_for_latency
+
+        missing = [asking_for_latency(c) for c in missing]
     _submit_missing(
         missing,
         args.executor,

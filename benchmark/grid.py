@@ -20,6 +20,9 @@ A grid is a TOML file::
     [methods.gmp]
     preset = true                 # the method's paper grid for the run's dataset
 
+    [latency]                     # optional: time each run right after training (not in run ids)
+    measure = true                # batches = [1, 64], warmup = 10, repeats = 50, device = "auto"
+
 Keys are dotted config paths; inside a method table a bare key (``steps``) is one of the
 method's own hyperparameters (``method.steps``), as in ``Method.presets``. Explicit axes override
 a preset's axis of the same key; any other key swept twice is an error. Every cell is parsed and
@@ -36,7 +39,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,7 @@ from benchmark.config import (
     NON_IDENTITY_SECTIONS,
     SECTIONS,
     DataConfig,
+    LatencyConfig,
     MethodConfig,
     RunConfig,
     check,
@@ -52,7 +56,7 @@ from benchmark.config import (
 from benchmark.errors import ConfigError
 from benchmark.tomlfile import load_toml
 
-GRID_KEYS = ("name", "description", "seeds", "base", "axes", "zip", "methods")
+GRID_KEYS = ("name", "description", "seeds", "base", "axes", "zip", "methods", "latency")
 METHOD_TABLE_KEYS = ("preset", "axes", "zip", "set")
 # More cells than any paper grid; a larger grid must be confirmed (--max-runs).
 MAX_CELLS = 20_000
@@ -155,7 +159,7 @@ def grid_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Grid:
     )
     description = data.get("description", "")
     check(isinstance(description, str), "description", description, "a string")
-    base = _load_base(data.get("base", {}), path)
+    base = _with_latency(_load_base(data.get("base", {}), path), data.get("latency"))
     groups = _axes_groups(data.get("axes", {}), "axes", method_table=False)
     groups += _zip_groups(data.get("zip", []), "zip", method_table=False)
     seeds = _parse_seeds(data["seeds"]) if "seeds" in data else None
@@ -188,6 +192,19 @@ def grid_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Grid:
         description=description,
         path=path,
     )
+
+
+def _with_latency(base: dict[str, Any], table: Any) -> dict[str, Any]:
+    """``base`` with the grid's ``[latency]`` table (``measure = true``, ...) as its section."""
+    if table is None:
+        return base
+    keys = [f.name for f in fields(LatencyConfig)]
+    check(isinstance(table, dict), "latency", table, "a table with " + ", ".join(keys))
+    for key, value in table.items():
+        check(key in keys, f"latency.{key}", value, "one of " + ", ".join(keys))
+    own = base.get("latency", {})
+    check(isinstance(own, dict), "base.latency", own, "a table with " + ", ".join(keys))
+    return {**base, "latency": {**own, **table}}
 
 
 def _load_base(base: Any, path: Path | None) -> dict[str, Any]:

@@ -14,10 +14,15 @@ What is measured depends on the sparsity the run has:
 
 The result goes to ``metrics.latency`` and ``metrics.measured_speedup`` (None when there is no
 measured number) of the run's record, beside the theoretical ``metrics.speedup``.
+
+A run whose config says ``latency.measure = true`` (a grid's ``[latency]`` table sets it on
+every run) is measured by the job that trained it, right after training
+(:func:`measure_after_training`); the section is not part of the run id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,8 +30,8 @@ import torch
 from torch import nn
 
 from benchmark.checkpoint import load_checkpoint, write_json_atomic
-from benchmark.config import RunConfig, config_from_dict
-from benchmark.errors import ConfigError
+from benchmark.config import LatencyConfig, RunConfig, config_from_dict, replace_section
+from benchmark.errors import ConfigError, check
 from benchmark.latency import DEFAULT_BATCHES, compare, device_info, versions
 from benchmark.models import build_model
 from benchmark.store import FINISHED, Store
@@ -43,6 +48,26 @@ UNSTRUCTURED_NOTE = (
     "the speedup column is theoretical (FLOPs) only"
 )
 DEVICES = ("auto", "cpu", "cuda")
+
+
+def validate_latency(cfg: RunConfig) -> None:
+    """Check the ``latency`` section of ``cfg`` (before any compute); raises ConfigError."""
+    lat = cfg.latency
+    check(lat.device in DEVICES, "latency.device", lat.device, f"one of {', '.join(DEVICES)}")
+    check(
+        bool(lat.batches) and all(not isinstance(b, bool) and b >= 1 for b in lat.batches),
+        "latency.batches",
+        lat.batches,
+        "a non-empty list of integers >= 1",
+    )
+    check(lat.warmup >= 0, "latency.warmup", lat.warmup, "an integer >= 0")
+    check(lat.repeats >= 1, "latency.repeats", lat.repeats, "an integer >= 1")
+    check(
+        not lat.measure or cfg.data.name in INPUT_SHAPES,
+        "latency.measure",
+        lat.measure,
+        f"false for data.name {cfg.data.name!r} (latency is measured on {', '.join(INPUT_SHAPES)})",
+    )
 
 
 def sparsity_kind(cfg: RunConfig) -> str:
@@ -152,3 +177,34 @@ def measure_run(
         # The record stays the same run's result: rewritten in place, atomically.
         write_json_atomic(store.result_path(run_id), record)
     return result
+
+
+def asking_for_latency(cfg: RunConfig) -> RunConfig:
+    """A copy of ``cfg`` that is timed right after training (``latency.measure``); same run id."""
+    latency = dataclasses.replace(cfg.latency, measure=True)
+    return replace_section(cfg, latency=latency)
+
+
+def measure_after_training(cfg: RunConfig) -> dict[str, Any] | None:
+    """Measure the just-finished run ``cfg`` if ``cfg.latency.measure``; None when not asked.
+
+    The training result is never lost to a failed measurement: the error is logged and kept as
+    ``metrics.latency.error`` (``measured_speedup`` None); ``prunebench latency`` can retry.
+    """
+    lat: LatencyConfig = cfg.latency
+    if not lat.measure:
+        return None
+    options = {"batches": lat.batches, "warmup": lat.warmup, "repeats": lat.repeats}
+    try:
+        return measure_run(cfg.run_id, cfg.output.dir, device=lat.device, **options)
+    except Exception as err:  # the run finished; only its timing failed
+        message = f"{type(err).__name__}: {err}"
+        print(f"[prunebench] run {cfg.run_id}: latency not measured ({message})", flush=True)
+        store = Store(cfg.output.dir)
+        record = store.read(cfg.run_id)
+        if record is not None and record.get("status") == FINISHED:
+            metrics = record.setdefault("metrics", {})
+            metrics["latency"] = {"error": message, "measured_speedup": None}
+            metrics["measured_speedup"] = None
+            write_json_atomic(store.result_path(cfg.run_id), record)
+        return None

@@ -27,6 +27,7 @@ from benchmark.models import (
     validate_model_init,
     validate_pretrained,
 )
+from benchmark.run_latency import validate_latency
 from benchmark.schedules import validate_schedule
 from benchmark.tomlfile import load_toml
 from methods import get_method
@@ -104,6 +105,7 @@ def validate(cfg: RunConfig) -> None:
         cfg.output.dir,
         "a folder path (empty would write into the current folder)",
     )
+    validate_latency(cfg)
     method_cls = get_method(m.name)
     method_cls.validate(cfg)
     # The original schedule spans the epochs it is defined over for this method (the dense

@@ -7,7 +7,14 @@ import torch
 from torch import nn
 
 from benchmark.compaction import ChannelScatter, channel_counts, compact
-from benchmark.models import PadShortcut, build_model
+from benchmark.models import (
+    WRN_REFERENCE,
+    WRN_STANDARD,
+    PadShortcut,
+    WideBlock,
+    WideResNet,
+    build_model,
+)
 from benchmark.pruning import MaskStore, filter_masks
 
 RTOL = 1e-5  # relative to the largest output magnitude: float32 sums in another order
@@ -61,25 +68,54 @@ def test_compacted_model_equals_masked_model_and_is_smaller(name, shape):
     assert channel_counts(model) == channel_counts(build_model(name, 4, shape))
 
 
+def _blocks(model: nn.Module) -> list[nn.Module]:
+    return [m for m in model.modules() if isinstance(m, WideBlock)]
+
+
+@pytest.mark.parametrize("variant", [WRN_REFERENCE, WRN_STANDARD])
+def test_filter_pruned_wide_block_channels_are_exactly_zero_after_bn2(variant):
+    # Dropout sits between conv1 and bn2; filter_masks must see through it and mask bn2 too.
+    torch.manual_seed(0)
+    model = WideResNet(16, 2, 0.3, 4, 3, variant)
+    masks = filter_masks(model, 0.5)
+    MaskStore.from_named_masks(model, masks).apply()
+    outputs: dict[str, torch.Tensor] = {}
+    for name, block in model.named_modules():
+        if isinstance(block, WideBlock):
+            assert f"{name}.bn2.weight" in masks and f"{name}.bn2.bias" in masks, name
+            block.bn2.register_forward_hook(
+                lambda _m, _i, out, name=name: outputs.__setitem__(name, out)
+            )
+    for mode in (model.train, model.eval):
+        mode()
+        outputs.clear()
+        with torch.no_grad():
+            model(torch.randn(2, 3, 8, 8))
+        assert len(outputs) == len(_blocks(model))
+        for name, block in model.named_modules():
+            if isinstance(block, WideBlock):
+                pruned = ~block.conv1.weight.detach().flatten(1).any(dim=1)
+                assert 0 < int(pruned.sum()) < pruned.numel()
+                assert torch.all(outputs[name][:, pruned] == 0), name
+    # The final BN reads conv2 + shortcut, not a conv alone: it is never masked.
+    assert "bn.weight" not in masks
+
+
 @pytest.mark.slow
-def test_wrn_keeps_filters_whose_batchnorm_is_not_masked_and_drops_them_when_it_is():
+@pytest.mark.parametrize("name", ["wrn28_10", "wrn28_10_standard"])
+def test_filter_pruned_wrn28_10_compacts_its_inner_channels(name):
     shape = (3, 8, 8)
-    model = _masked("wrn28_10", shape)
+    model = _masked(name, shape)
     x = torch.randn(2, *shape)
-    # filter_masks does not mask bn2 (dropout sits between conv1 and bn2): the zero filters
-    # still emit a constant channel after bn2, so they are not removable.
     compacted = compact(model, x[:1])
     _assert_same_outputs(model, compacted, x)
-    assert channel_counts(compacted) == channel_counts(model)
-    # Masking bn2 like the filters of conv1 makes them removable.
-    for block in (m for m in model.modules() if hasattr(m, "dropout")):
-        kept = block.conv1.weight.detach().flatten(1).any(dim=1).float()
-        block.bn2.weight.data *= kept
-        block.bn2.bias.data *= kept
-    compacted = compact(model, x[:1])
-    _assert_same_outputs(model, compacted, x)
-    conv1 = channel_counts(compacted)["stages.0.0.conv1"]
-    assert conv1 == channel_counts(model)["stages.0.0.conv1"] // 2
+    before, after = channel_counts(model), channel_counts(compacted)
+    blocks = [n for n, m in model.named_modules() if isinstance(m, WideBlock)]
+    assert len(blocks) == 12
+    for block in blocks:
+        # conv1's pruned filters (and bn2's channels) are gone: half of each block's width.
+        assert after[f"{block}.conv1"] == before[f"{block}.conv1"] // 2, block
+    assert _params(compacted) < 0.7 * _params(model)
 
 
 def test_channel_scatter_equals_the_option_a_shortcut():

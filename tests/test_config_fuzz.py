@@ -157,6 +157,16 @@ CASES: list[tuple[list[str], str]] = [
     (["runtime.threads=100000"], "runtime.threads"),
     (["runtime.deterministic='sure'"], "runtime.deterministic"),
     (["runtime.gpus=2"], "runtime.gpus"),
+    # latency
+    (["latency.measure='sure'"], "latency.measure"),
+    (["latency.device='tpu'"], "latency.device"),
+    (["latency.batches=[]"], "latency.batches"),
+    (["latency.batches=[0, 64]"], "latency.batches"),
+    (["latency.batches=7"], "latency.batches"),
+    (["latency.warmup=-1"], "latency.warmup"),
+    (["latency.repeats=0"], "latency.repeats"),
+    ([f"latency.repeats={HUGE}"], "latency.repeats"),
+    (["latency.every=2"], "latency.every"),
 ]
 
 

@@ -76,3 +76,83 @@ def test_interleaved_timing_takes_all_repeats_of_every_model():
     times = interleaved([a, b.eval()], torch.zeros(2, 1, 8, 8), warmup=0, repeats=7, rounds=3)
     assert [len(t) for t in times] == [7, 7]
     assert all(t > 0 for ts in times for t in ts)
+
+
+def _latency_grid(name: str, latency: dict | None) -> object:
+    from benchmark.grid import grid_from_dict
+
+    data = {
+        "name": name,
+        "base": {
+            "data": {"name": "digits", "batch_size": 128},
+            "budget": {"epochs": 2, "initial_epochs": 1, "cycles": 1},
+            "method": {"name": "bimp", "sparsity": 0.5},
+            "logging": {"progress": False},
+        },
+        "axes": {"method.structured": [True, False]},
+    }
+    return grid_from_dict(data | ({"latency": latency} if latency is not None else {}))
+
+
+@pytest.mark.slow
+def test_a_grid_with_latency_measures_each_run_after_training_with_the_same_run_ids(tmp_path):
+    from benchmark.grid import expand
+    from benchmark.launch import LaunchSettings, prepare, submit_grid
+
+    settings = LaunchSettings(executor="debug", threads=1)
+    asked = {"measure": True, "device": "cpu", "batches": [1, 4], "warmup": 0, "repeats": 2}
+    plain = expand(_latency_grid("plain", None))
+    grid = _latency_grid("timed", asked)
+    assert [r.run_id for r in expand(grid).runs] == [r.run_id for r in plain.runs]
+    exp = prepare(grid, tmp_path / "timed", settings)
+    submit_grid(exp, tmp_path / "timed", settings)
+    records = {r.cfg.method.params.structured: Store(tmp_path / "timed").read(r.run_id)
+               for r in exp.runs}  # fmt: skip
+    filtered, unstructured = records[True]["metrics"], records[False]["metrics"]
+    assert filtered["latency"]["kind"] == "filter" and filtered["measured_speedup"] > 0
+    assert set(filtered["latency"]["per_batch"]) == {"1", "4"}
+    assert unstructured["measured_speedup"] is None
+    assert unstructured["latency"]["note"] == UNSTRUCTURED_NOTE
+    # Without [latency] the same grid trains the same runs and measures nothing.
+    exp = prepare(_latency_grid("plain", None), tmp_path / "plain", settings)
+    submit_grid(exp, tmp_path / "plain", settings)
+    for run in exp.runs:
+        metrics = Store(tmp_path / "plain").read(run.run_id)["metrics"]
+        assert "latency" not in metrics and "measured_speedup" not in metrics
+
+
+@pytest.mark.parametrize(
+    ("latency", "field"),
+    [
+        ({"measure": True, "repeats": 0}, "latency.repeats"),
+        ({"batches": []}, "latency.batches"),
+        ({"device": "tpu"}, "latency.device"),
+        ({"every": 2}, "latency.every"),
+        ("yes", "latency"),
+    ],
+)
+def test_bad_latency_options_of_a_grid_name_the_field(latency, field):
+    from benchmark.grid import expand
+
+    with pytest.raises(ConfigError, match=field):
+        expand(_latency_grid("bad", latency))
+
+
+def test_latency_measure_refuses_datasets_it_cannot_time(tmp_path):
+    from benchmark.run_latency import validate_latency
+    from benchmark.validation import validate
+
+    cfg = tiny_config(tmp_path, "latency.measure=true")
+    validate(cfg)
+    cfg.data.name = "cityscapes"
+    with pytest.raises(ConfigError, match="latency.measure"):
+        validate_latency(cfg)
+
+
+def test_asking_for_latency_keeps_the_run_id_and_the_original_config(tmp_path):
+    from benchmark.run_latency import asking_for_latency
+
+    cfg = tiny_config(tmp_path, "method.name=bimp", "method.structured=true")
+    timed = asking_for_latency(cfg)
+    assert timed.latency.measure and not cfg.latency.measure
+    assert timed.run_id == cfg.run_id

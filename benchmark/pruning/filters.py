@@ -10,14 +10,45 @@ from torch import Tensor, nn
 from benchmark.pruning.criteria import _check_sparsity, _masked_scores, magnitude_topk_masks
 from benchmark.pruning.prunable import _as_patterns, _excluded, _param_name
 
+# Parameter-free modules that keep a zero channel zero (in eval and training mode alike), so a
+# BatchNorm behind them still normalises exactly the conv's output (WRN: conv1 -> dropout -> bn2).
+_TRANSPARENT = (
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Dropout3d,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
+
+
+def _parent(name: str) -> str:
+    """The qualified name of the module that owns ``name`` ("" for the root)."""
+    return name.rpartition(".")[0]
+
 
 def _following_batchnorm(
     modules: list[tuple[str, nn.Module]], index: int, channels: int
 ) -> tuple[str, nn.BatchNorm2d] | None:
-    """The BatchNorm2d registered right after ``modules[index]``, if it has ``channels``."""
-    if index + 1 >= len(modules):
+    """The BatchNorm2d that normalises the output of the conv ``modules[index]``, if any.
+
+    That is the module registered right after the conv, or right after dropout modules that
+    follow it, provided all of them belong to the conv's own parent (so a BN of another block or
+    of the network's tail is never taken), and it must have ``channels`` features.
+    """
+    parent = _parent(modules[index][0])
+    position = index + 1
+    while (
+        position < len(modules)
+        and isinstance(modules[position][1], _TRANSPARENT)
+        and _parent(modules[position][0]) == parent
+    ):
+        position += 1
+    if position >= len(modules):
         return None
-    name, module = modules[index + 1]
+    name, module = modules[position]
+    if position > index + 1 and _parent(name) != parent:
+        return None
     if isinstance(module, nn.BatchNorm2d) and module.num_features == channels:
         return name, module
     return None
@@ -69,7 +100,8 @@ def filter_masks(
 
     Returns ``bool`` masks keyed by parameter name: the conv weight (whole filters), its bias,
     and the weight and bias of the BatchNorm2d that normalises the conv's output. That BN is the
-    module registered immediately after the conv in ``model.named_modules()`` order, if it is a
+    module registered immediately after the conv in ``model.named_modules()`` order (or after
+    dropout modules of the same parent, as in WRN's ``conv1 -> dropout -> bn2``), if it is a
     BatchNorm2d with ``num_features == out_channels`` (containers count as modules, so a BN that
     starts the next block, e.g. in pre-activation ResNets, is never matched). Filters whose
     weight mask in ``current`` is all zero count as pruned and stay pruned. Convs matching an

@@ -74,7 +74,7 @@ def run_row(record: dict[str, Any] | None) -> dict[str, Any]:
 def export_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) -> pd.DataFrame:
     """The tidy frame of ``experiment`` at ``scale`` against the store in ``store_dir``."""
     from benchmark.store import load_store
-    from benchmark.tables import aggregate
+    from benchmark.tables import select_cells
 
     plan = experiment.plan(scale, store_dir)
     store = Store(store_dir)
@@ -84,9 +84,7 @@ def export_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) ->
     frame = pd.DataFrame(rows)
     frame.insert(0, "experiment", experiment.id)
     frame.insert(1, "scale", scale)
-    layout = experiment.layout(scale)
-    goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups} if layout else None
-    best, _ = aggregate(plan, load_store(store_dir), goals)
+    best, _ = select_cells(experiment.layout(scale), plan, load_store(store_dir))
     chosen = {_cell_key(r) for r in best.to_dict("records")}
     frame["selected"] = [_cell_key(r) in chosen for r in frame.to_dict("records")]
     return frame

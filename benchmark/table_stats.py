@@ -15,7 +15,7 @@ import pandas as pd
 
 from benchmark.experiments.base import TableLayout
 from benchmark.seedstats import CiMethod, caption, cell_samples, significance_marks, summarize
-from benchmark.tables import DECIMALS, Table, TableRules, Value, aggregate
+from benchmark.tables import DECIMALS, Table, TableRules, Value, select_cells
 
 
 def annotate(
@@ -32,8 +32,7 @@ def annotate(
 
     ``rules`` must be the ones the table was built with (the same configurations are selected).
     """
-    goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups}
-    best, _ = aggregate(plan, store, goals, rules)
+    best, _ = select_cells(layout, plan, store, rules)
     samples: dict[str, dict] = {}
     for block in table.blocks:
         for j, column in enumerate(block.columns):

@@ -227,6 +227,26 @@ def aggregate(
     return select_best(stats), missing_counts(joined)
 
 
+def selection_metric(layout: TableLayout | None) -> str:
+    """The validation metric (a key of :data:`SELECT_BY`) that picks each cell's configuration."""
+    metric = layout.highlight_metric if layout is not None else "accuracy"
+    return metric if metric in SELECT_BY else "accuracy"
+
+
+def select_cells(
+    layout: TableLayout | None,
+    plan: pd.DataFrame,
+    store: pd.DataFrame,
+    rules: TableRules | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`aggregate` as a table of ``layout`` selects: its goal sparsities and its metric.
+
+    Tables, their statistics and exports all call this, so they report the same configurations.
+    """
+    goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups} if layout else None
+    return aggregate(plan, store, goals, rules, select=selection_metric(layout))
+
+
 def per_row_means(plan: pd.DataFrame, store: pd.DataFrame) -> pd.DataFrame:
     """Per (section, row): the mean of every metric over all its finished runs (e.g. images/s)."""
     joined = join_store(plan, store)
@@ -334,9 +354,8 @@ def build_table(
     rules: TableRules | None = None,
 ) -> Table:
     """Select, aggregate and lay out ``plan`` against ``store`` (and the paper's numbers)."""
-    goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups}
-    select = layout.highlight_metric if layout.highlight_metric in SELECT_BY else "accuracy"
-    best, counts = aggregate(plan, store, goals, rules, select=select)
+    select = selection_metric(layout)
+    best, counts = select_cells(layout, plan, store, rules)
     best_at, count_at = _index(best), _index(counts)
     row_means = _index(per_row_means(plan, store).assign(goal=np.nan, budget=""))
     paper_at = _paper_index(paper)

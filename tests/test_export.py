@@ -68,3 +68,31 @@ def test_export_json_is_a_list_of_records_with_nulls(tmp_path, capsys):
 def test_export_unknown_id_is_a_usage_error(tmp_path, capsys):
     assert main(["export", "no-such-table", "--store", str(tmp_path)]) == 2
     assert "no-such-table" in capsys.readouterr().err
+
+
+def test_tables_statistics_and_exports_select_by_the_tables_metric(tmp_path, monkeypatch) -> None:
+    """A mIoU table picks each cell's configuration by validation mIoU, and so must its
+    statistics and its export (they used to pick by validation top-1)."""
+    import benchmark.tables as tables
+    from benchmark.export import export_frame
+    from benchmark.store import load_store
+    from benchmark.table_stats import annotate
+
+    name = "appendix-schedule-comparison-coco-deeplab"
+    experiment = get_experiment(name)
+    layout = experiment.layout("smoke")
+    assert tables.selection_metric(layout) == "iou"
+    seen: list[str] = []
+    real = tables.aggregate
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("select", "accuracy"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tables, "aggregate", recording)
+    plan = experiment.plan("smoke", tmp_path)
+    store = load_store(tmp_path)
+    table = tables.build_table(name, "smoke", layout, plan, store)
+    annotate(table, layout, plan, store)
+    export_frame(experiment, "smoke", tmp_path)
+    assert seen == ["iou", "iou", "iou"]

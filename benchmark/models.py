@@ -67,6 +67,25 @@ MODEL_DATASETS: dict[str, tuple[str, ...]] = {"maxvit_t": ("imagenet",)}
 DATASET_MODELS: dict[str, tuple[str, ...]] = {}
 
 
+# Models whose CUDA backward has no deterministic kernel (bilinear upsampling): name -> why.
+CUDA_NONDETERMINISTIC: dict[str, str] = {}
+
+
+def validate_model_determinism(model: str, device: str, deterministic: bool) -> None:
+    """Refuse ``runtime.deterministic`` for a model torch cannot train deterministically on CUDA
+    (torch would raise at the first backward, after the data is loaded and a record written)."""
+    reason = CUDA_NONDETERMINISTIC.get(model)
+    if not deterministic or reason is None:
+        return
+    on_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    if on_cuda:
+        raise ConfigError(
+            "runtime.deterministic",
+            True,
+            f"false for model.name = {model!r} on CUDA ({reason}); or runtime.device = 'cpu'",
+        )
+
+
 def validate_model_data(model: str, data: str) -> None:
     """Raise ConfigError("model.name", ...) when ``model`` cannot train on dataset ``data``."""
     needed = DATASET_MODELS.get(data)

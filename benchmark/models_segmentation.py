@@ -29,7 +29,13 @@ from torchvision.models.segmentation import DeepLabV3
 from torchvision.models.segmentation.deeplabv3 import ASPP
 from torchvision.models.segmentation.fcn import FCNHead
 
-from benchmark.models import DATASET_MODELS, MODEL_DATASETS, MODELS, InputShape
+from benchmark.models import (
+    CUDA_NONDETERMINISTIC,
+    DATASET_MODELS,
+    MODEL_DATASETS,
+    MODELS,
+    InputShape,
+)
 
 PSP_BINS = (1, 2, 3, 6)
 # Output stride 8: the last two stages keep the resolution and dilate instead.
@@ -163,5 +169,6 @@ SEGMENTATION_MODELS = ("deeplabv3_resnet50", "deeplabv3_tiny", "pspnet_resnet101
 SEGMENTATION_DATASETS = ("coco", "cityscapes")
 for _name in SEGMENTATION_MODELS:
     MODEL_DATASETS[_name] = SEGMENTATION_DATASETS
+    CUDA_NONDETERMINISTIC[_name] = "torch has no deterministic CUDA backward of bilinear upsampling"
 for _data in SEGMENTATION_DATASETS:
     DATASET_MODELS[_data] = SEGMENTATION_MODELS

@@ -24,6 +24,7 @@ from benchmark.errors import check
 from benchmark.models import (
     MODELS,
     validate_model_data,
+    validate_model_determinism,
     validate_model_init,
     validate_pretrained,
 )
@@ -55,6 +56,7 @@ def validate(cfg: RunConfig) -> None:
     validate_model_data(cfg.model.name, cfg.data.name)
     validate_model_init(cfg.model.init)
     validate_pretrained(cfg.model.pretrained)
+    validate_model_determinism(cfg.model.name, cfg.runtime.device, cfg.runtime.deterministic)
     o = cfg.optim
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
     check(

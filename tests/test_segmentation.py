@@ -107,6 +107,16 @@ def test_a_classifier_cannot_train_on_a_segmentation_dataset(tmp_path: Path, coc
         tiny_config(tmp_path, "model.name=deeplabv3_tiny")
 
 
+def test_deterministic_segmentation_on_cuda_is_refused_before_compute(tmp_path: Path) -> None:
+    base = ["data.name=coco", "model.name=deeplabv3_tiny", "runtime.deterministic=true"]
+    with pytest.raises(ConfigError, match="runtime.deterministic") as err:
+        tiny_config(tmp_path, *base, "runtime.device=cuda")
+    assert "runtime.device = 'cpu'" in str(err.value)
+    # The same model deterministic on the CPU, or on CUDA without determinism, is fine.
+    assert tiny_config(tmp_path, *base, "runtime.device=cpu").runtime.deterministic
+    tiny_config(tmp_path, *base[:2], "runtime.deterministic=false", "runtime.device=cuda")
+
+
 # --------------------------------------------------------------------------- mIoU
 
 

@@ -161,6 +161,8 @@ class GMP(Method):
         # Soft variant: the values and momentum of the pruned entries (zero where the mask keeps).
         self.background: list[torch.Tensor] | None = None
         self.background_momentum: list[torch.Tensor] | None = None
+        # (optimizer, its group holding the pruned weights), found once per optimizer.
+        self._group: tuple[torch.optim.Optimizer, dict[str, Any]] | None = None
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
@@ -282,7 +284,10 @@ class GMP(Method):
         ctx = self.ctx
         assert ctx is not None and ctx.optimizer is not None
         assert self.background is not None and self.background_momentum is not None
-        group = _group_of(ctx.optimizer, ctx.masks.params[0])
+        # Looked up once per optimizer, not every step: a search through all its parameters.
+        if self._group is None or self._group[0] is not ctx.optimizer:
+            self._group = (ctx.optimizer, _group_of(ctx.optimizer, ctx.masks.params[0]))
+        group = self._group[1]
         wd, mu, lr = group["weight_decay"], group["momentum"], group["lr"]
         if wd == 0:
             return  # nothing moves a pruned entry (its momentum stays zero as well)

@@ -154,6 +154,7 @@ class LC(PretrainedMethod):
         super().__init__(cfg)
         self.work: FlatBuffer | None = None
         self.top: FlatBuffer | None = None
+        self.magnitude: torch.Tensor | None = None
         self.theta: FlatBuffer | None = None
         self.ranked: list[torch.nn.Parameter] = []
         self.keep = 0
@@ -223,6 +224,8 @@ class LC(PretrainedMethod):
             self.ranked = ranked_parameters(ctx, self.params.rank_over)
             self.theta = None
         self.work = FlatBuffer(self.ranked)
+        # |work|, written in place every decay step instead of a new tensor per step.
+        self.magnitude = torch.empty_like(self.work.flat)
         self.top = FlatBuffer(self.ranked, dtype=torch.bool)
         self.c_steps = 0
 
@@ -266,7 +269,8 @@ class LC(PretrainedMethod):
         params = self.ranked
         with torch.no_grad():
             torch._foreach_copy_(self.work.views, params)
-            topk_mask_(self.work.flat.abs(), self.keep, self.top.flat)
+            magnitude = torch.abs(self.work.flat, out=self.magnitude)
+            topk_mask_(magnitude, self.keep, self.top.flat)
             self.work.flat.masked_fill_(self.top.flat, 0.0)
             grads = grads_of(params)
             torch._foreach_add_(grads, self.work.views, alpha=self.decay_coefficient(step))

@@ -26,6 +26,8 @@ from torchvision.io import ImageReadMode, decode_image, decode_jpeg, read_file
 from torchvision.transforms import RandomResizedCrop
 from torchvision.transforms.v2 import functional as TF
 
+from benchmark.data import torch_seeded
+
 JPEG_MAGIC = b"\xff\xd8"
 TRAIN_SIZE = 224
 RESIZE = 256
@@ -83,13 +85,9 @@ def train_view(image: Tensor, seed: int) -> Tensor:
     The PIL loader seeds the global RNG with ``seed`` and runs the same two transforms; the same
     calls draw the same crop box and flip here. The global RNG is restored afterwards.
     """
-    state = torch.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with torch_seeded(seed):
         top, left, h, w = RandomResizedCrop.get_params(image, [0.08, 1.0], [3 / 4, 4 / 3])
         flip = bool(torch.rand(1) < 0.5)
-    finally:
-        torch.set_rng_state(state)
     out = TF.resized_crop(image, top, left, h, w, [TRAIN_SIZE, TRAIN_SIZE], antialias=True)
     return out.flip(-1) if flip else out
 
@@ -99,21 +97,22 @@ def eval_view(image: Tensor) -> Tensor:
     return TF.center_crop(TF.resize(image, [RESIZE], antialias=True), [TRAIN_SIZE, TRAIN_SIZE])
 
 
-def normalize(batch: Tensor, mean: Sequence[float], std: Sequence[float]) -> Tensor:
-    """uint8 (B, 3, H, W) to float in [0, 1], standardised per channel."""
-    m = torch.tensor(mean, device=batch.device)[:, None, None]
-    s = torch.tensor(std, device=batch.device)[:, None, None]
-    return (batch.float() / 255 - m) / s
+def normalize(batch: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+    """uint8 (B, 3, H, W) to float in [0, 1], standardised per channel ((3, 1, 1) mean/std)."""
+    return (batch.float() / 255 - mean) / std
 
 
 def device_batches(
     loader: DataLoader, device: torch.device, mean: Sequence[float], std: Sequence[float]
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """Decode, transform and normalise the batches of an :class:`EncodedImages` loader."""
+    # Made once on the device: a host-to-device copy per batch otherwise.
+    mean_t = torch.tensor(mean, device=device)[:, None, None]
+    std_t = torch.tensor(std, device=device)[:, None, None]
     for data, labels, seeds in loader:
         images = decode_batch(data, device)
         if seeds is None:
             views = [eval_view(img) for img in images]
         else:
             views = [train_view(img, s) for img, s in zip(images, seeds, strict=True)]
-        yield normalize(torch.stack(views), mean, std), labels.to(device, non_blocking=True)
+        yield normalize(torch.stack(views), mean_t, std_t), labels.to(device, non_blocking=True)

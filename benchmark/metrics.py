@@ -38,11 +38,12 @@ TOP5_MIN_CLASSES = 100
 
 
 @contextmanager
-def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Put every submodule in eval mode and restore each one's own train/eval flag on exit."""
+def eval_mode(model: nn.Module, training: bool = False) -> Iterator[nn.Module]:
+    """Put every submodule in eval mode (train mode with ``training``) and restore each one's own
+    train/eval flag on exit."""
     # Per-module flags (not just model.training) so deliberately frozen submodules stay frozen.
     modes = [(m, m.training) for m in model.modules()]
-    model.eval()
+    model.train(training)
     try:
         yield model
     finally:

@@ -21,7 +21,7 @@ from benchmark.checkpoint import CorruptFileError, load_checkpoint, move_aside, 
 from benchmark.config import RunConfig, check
 from benchmark.data import DataSource, build_dataset
 from benchmark.distributed import DataParallel, barrier, is_main, rank_device
-from benchmark.metrics import sparsity_stats
+from benchmark.metrics import eval_mode, sparsity_stats
 from benchmark.models import build_model
 from benchmark.pruning import MaskStore
 from benchmark.schedules import original_warmup_iters
@@ -230,16 +230,12 @@ class Trainer:
         model = self.model
         if not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
             return
-        modes = [(m, m.training) for m in model.modules()]
-        model.train()
         autocast = torch.autocast(
             self.device.type, dtype=torch.bfloat16, enabled=self.cfg.optim.bf16
         )
-        with torch.no_grad(), autocast:
+        with torch.no_grad(), autocast, eval_mode(model, training=True):
             for x, _ in self.data.train_batches(self.method_epochs, self.cfg.seed):
                 model(x)
-        for module, training in modes:
-            module.training = training
         self.dp.sync_buffers(model)  # data-parallel: every process keeps rank 0's statistics
 
     def _finetune_lr(self) -> float:

@@ -50,6 +50,7 @@ import torchvision
 from torch import Tensor, nn
 from torch.nn.modules.utils import _pair
 
+from benchmark.checkpoint import CorruptFileError, load_checkpoint
 from benchmark.errors import ConfigError
 from benchmark.registry import Registry
 
@@ -158,7 +159,7 @@ def load_pretrained(model: nn.Module, path: str | Path) -> None:
         if path.is_dir():
             state = type(model).from_pretrained(str(path)).state_dict()  # type: ignore[attr-defined]
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = load_checkpoint(path)  # no code runs; any unreadable file is CorruptFileError
         if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
             state = state["model"]  # torchvision's reference scripts save {"model": ...}
         target = model
@@ -166,6 +167,10 @@ def load_pretrained(model: nn.Module, path: str | Path) -> None:
             target = model.backbone
             state = {k: v for k, v in state.items() if not k.startswith("fc.")}
         target.load_state_dict(state)
+    except CorruptFileError as err:
+        raise ConfigError(
+            "model.pretrained", str(path), f"a torch state-dict file ({err.reason})"
+        ) from None
     except (OSError, RuntimeError, ValueError, AttributeError, KeyError) as err:
         raise ConfigError(
             "model.pretrained", str(path), f"weights that fit {type(model).__name__} ({err})"

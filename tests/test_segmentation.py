@@ -98,6 +98,9 @@ def test_pretrained_weights_load_from_a_state_dict_or_a_backbone(tmp_path: Path)
         build_model("pspnet_tiny", 19, (3, 24, 24), pretrained=str(tmp_path / "full.pt"))
     with pytest.raises(ConfigError, match="model.pretrained"):
         build_model("pspnet_tiny", 19, (3, 24, 24), pretrained=str(tmp_path / "missing.pt"))
+    (tmp_path / "text.pt").write_text("not a checkpoint\n")
+    with pytest.raises(ConfigError, match="model.pretrained.*a torch state-dict file"):
+        build_model("pspnet_tiny", 19, (3, 24, 24), pretrained=str(tmp_path / "text.pt"))
 
 
 def test_a_classifier_cannot_train_on_a_segmentation_dataset(tmp_path: Path, coco_root) -> None:

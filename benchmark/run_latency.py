@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from benchmark.checkpoint import load_checkpoint, write_json_atomic
+from benchmark.checkpoint import load_checkpoint
 from benchmark.config import LatencyConfig, RunConfig, config_from_dict, replace_section
 from benchmark.errors import ConfigError, check
 from benchmark.latency import DEFAULT_BATCHES, compare, device_info, versions
@@ -170,12 +170,10 @@ def measure_run(
     result = measure_model(
         model, shape, sparsity_kind(cfg), dev, batches=batches, warmup=warmup, repeats=repeats
     )
-    if save:
-        metrics = record.setdefault("metrics", {})
-        metrics["latency"] = result
-        metrics["measured_speedup"] = result["measured_speedup"]
-        # The record stays the same run's result: rewritten in place, atomically.
-        write_json_atomic(store.result_path(run_id), record)
+    if save:  # the record stays the same run's result: rewritten in place, under the lock
+        store.update_metrics(
+            run_id, {"latency": result, "measured_speedup": result["measured_speedup"]}
+        )
     return result
 
 
@@ -200,11 +198,6 @@ def measure_after_training(cfg: RunConfig) -> dict[str, Any] | None:
     except Exception as err:  # the run finished; only its timing failed
         message = f"{type(err).__name__}: {err}"
         print(f"[prunebench] run {cfg.run_id}: latency not measured ({message})", flush=True)
-        store = Store(cfg.output.dir)
-        record = store.read(cfg.run_id)
-        if record is not None and record.get("status") == FINISHED:
-            metrics = record.setdefault("metrics", {})
-            metrics["latency"] = {"error": message, "measured_speedup": None}
-            metrics["measured_speedup"] = None
-            write_json_atomic(store.result_path(cfg.run_id), record)
+        failed = {"latency": {"error": message, "measured_speedup": None}}
+        Store(cfg.output.dir).update_metrics(cfg.run_id, failed | {"measured_speedup": None})
         return None

@@ -19,6 +19,7 @@ from benchmark.checkpoint import CorruptFileError, load_checkpoint, save_checkpo
 from benchmark.config import RunConfig, check, config_to_dict, run_identity
 from benchmark.distributed import barrier, broadcast_value, is_main, rank, world_size
 from benchmark.errors import ConfigError
+from benchmark.run_latency import measure_after_training
 from benchmark.store import (
     FAILED,
     FINISHED,
@@ -215,6 +216,7 @@ def _execute_locked(
         save_checkpoint(trainer.final_weights(), store.weights_path(rid))
         store.write(record, force=force)
         ckpt_path.unlink(missing_ok=True)
+        measure_after_training(cfg)  # only with latency.measure (grids' [latency], --set)
     barrier()  # the result and weights exist for every rank (children load the weights)
     return record
 

@@ -124,6 +124,21 @@ class Store:
             write_json_atomic(path, record)
         return path
 
+    def update_metrics(self, run_id: str, metrics: dict[str, Any]) -> bool:
+        """Merge ``metrics`` into a finished run's record, under the store lock (a concurrent
+        ``--force`` rerun is never overwritten by the old record); False when not finished."""
+        path = self.result_path(run_id)
+        with self.lock("store"):
+            try:
+                record = read_record(path)
+            except (OSError, CorruptRecord):
+                return False
+            if record.get("status") != FINISHED:
+                return False
+            record.setdefault("metrics", {}).update(metrics)
+            write_json_atomic(path, record)
+        return True
+
     def _archive(self, path: Path, tag: str, keep: bool = False) -> Path:
         """Put ``path`` into ``archive/`` under a unique name; ``keep`` leaves it in place too."""
         folder = self.archive_dir()

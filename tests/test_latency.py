@@ -156,3 +156,17 @@ def test_asking_for_latency_keeps_the_run_id_and_the_original_config(tmp_path):
     timed = asking_for_latency(cfg)
     assert timed.latency.measure and not cfg.latency.measure
     assert timed.run_id == cfg.run_id
+
+
+@pytest.mark.slow
+def test_a_single_run_asking_for_latency_is_measured_right_after_training(tmp_path):
+    """``prunebench run --set latency.measure=true`` times the run too, not only grids do."""
+    common = ("budget.epochs=3", "budget.initial_epochs=2", "budget.cycles=1")
+    timing = ("latency.measure=true", "latency.device='cpu'", "latency.batches=[1, 4]")
+    cfg = tiny_config(
+        tmp_path, *common, *timing, "latency.warmup=0", "latency.repeats=2",
+        "method.sparsity=0.5", "method.structured=true",
+    )  # fmt: skip
+    execute(cfg)
+    stored = Store(tmp_path).read(cfg.run_id)["metrics"]
+    assert stored["measured_speedup"] > 0 and stored["latency"]["kind"] == "filter"

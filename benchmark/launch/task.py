@@ -49,8 +49,6 @@ class GridTask(submitit.helpers.Checkpointable):
             return self._run(parallel)
 
     def _run(self, parallel: bool) -> dict[str, str]:
-        from benchmark.distributed import is_main
-        from benchmark.run_latency import measure_after_training
         from benchmark.runner import execute
 
         if self.threads:
@@ -91,8 +89,6 @@ class GridTask(submitit.helpers.Checkpointable):
                 continue
             _log(f"run {rid}: finished")
             outcome[rid] = FINISHED
-            if is_main():  # rank 0 alone rewrites the record (all ranks in a data-parallel job)
-                measure_after_training(cfg)  # only when cfg.latency.measure (a grid's [latency])
         failed = [rid for rid, state in outcome.items() if state == FAILED]
         if failed:
             raise RunsFailed(

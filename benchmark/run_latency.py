@@ -48,6 +48,9 @@ UNSTRUCTURED_NOTE = (
     "the speedup column is theoretical (FLOPs) only"
 )
 DEVICES = ("auto", "cpu", "cuda")
+# Bounds that keep a timing after training from running out of memory or for days.
+MAX_BATCH = 65_536
+MAX_REPEATS = 100_000
 
 
 def validate_latency(cfg: RunConfig) -> None:
@@ -55,13 +58,14 @@ def validate_latency(cfg: RunConfig) -> None:
     lat = cfg.latency
     check(lat.device in DEVICES, "latency.device", lat.device, f"one of {', '.join(DEVICES)}")
     check(
-        bool(lat.batches) and all(not isinstance(b, bool) and b >= 1 for b in lat.batches),
+        bool(lat.batches)
+        and all(not isinstance(b, bool) and 1 <= b <= MAX_BATCH for b in lat.batches),
         "latency.batches",
         lat.batches,
-        "a non-empty list of integers >= 1",
+        f"a non-empty list of integers in [1, {MAX_BATCH}]",
     )
-    check(lat.warmup >= 0, "latency.warmup", lat.warmup, "an integer >= 0")
-    check(lat.repeats >= 1, "latency.repeats", lat.repeats, "an integer >= 1")
+    check(0 <= lat.warmup <= MAX_REPEATS, "latency.warmup", lat.warmup, f"in [0, {MAX_REPEATS}]")
+    check(1 <= lat.repeats <= MAX_REPEATS, "latency.repeats", lat.repeats, f"in [1, {MAX_REPEATS}]")
     check(
         not lat.measure or cfg.data.name in INPUT_SHAPES,
         "latency.measure",

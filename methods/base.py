@@ -348,12 +348,17 @@ _PARENT_FIELDS = {
 
 def validate_pretrained(cfg: RunConfig) -> None:
     """Check the from-pretrained options (raises ConfigError naming the ``method.*`` field)."""
-    from benchmark.config import check
+    from benchmark.config import MAX_EPOCHS, check
     from benchmark.errors import ConfigError
     from benchmark.schedules import validate_schedule
 
     p = cfg.method.params
-    check(p.parent_epochs > 0, "method.parent_epochs", p.parent_epochs, "an integer > 0")
+    check(
+        0 < p.parent_epochs <= MAX_EPOCHS,
+        "method.parent_epochs",
+        p.parent_epochs,
+        f"an integer > 0 and <= {MAX_EPOCHS}",
+    )
     check(
         p.pretrained_schedule in PRETRAINED_SCHEDULES,
         "method.pretrained_schedule",

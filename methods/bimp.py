@@ -356,6 +356,12 @@ def _validate_common(cfg: RunConfig, retrain_total: int) -> None:
         multiple,
         "an integer >= 1 (8 rounds kept filters to multiples of 8)",
     )
+    check(
+        multiple == 1 or p.structured,
+        "method.filter_multiple",
+        multiple,
+        "1 unless method.structured = true (it rounds kept filters, which only filter pruning has)",
+    )
     if p.schedule.startswith("tuned-"):
         check(p.initial_lr > 0, "method.initial_lr", p.initial_lr, f"> 0 for {p.schedule}")
     check(

@@ -187,6 +187,17 @@ LISTED_VALUES: list[tuple[list[str], str]] = [
     (["budget.epochs=7", "schedule.warmup_epochs=6.9999", "method.name=dense"], "schedule"),
     (["method.name=gmp", "method.sparsity=0.999999"], "method.sparsity"),
 ]
+# Found in review: accepted, then ignored or run out of memory after training.
+CASES += [
+    (["method.name=gsm", "method.from_pretrained=true", f"method.parent_epochs={HUGE}"],
+     "method.parent_epochs"),
+    (["method.name=gsm", "method.from_pretrained=true", "method.parent_epochs=1000000"],
+     "method.parent_epochs"),
+    (["method.filter_multiple=8"], "method.filter_multiple"),
+    (["latency.batches=[100000000]"], "latency.batches"),
+    (["latency.repeats=1000000000"], "latency.repeats"),
+    (["latency.warmup=1000000000"], "latency.warmup"),
+]  # fmt: skip
 ALL_CASES = CASES + [case for case in LISTED_VALUES if case not in CASES]
 
 

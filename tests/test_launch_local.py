@@ -284,6 +284,8 @@ def test_profiles_build_sbatch_parameters_and_reject_bad_values(tmp_path: Path) 
     assert gpu.executor_parameters()["gpus_per_task"] == 1 and gpu.time_min == 30
     with pytest.raises(ConfigError, match=r"^--cpus-per-task = 0 .*>= 1"):
         load_profile("dev", {"cpus_per_task": 0})
+    with pytest.raises(ConfigError, match=r"^--mem-gb = inf .*>= 0"):
+        load_profile("dev", {"mem_gb": float("inf")})
     delay = r"dev\.toml: signal_delay_s = 60 .*than the time limit \(--time-min = 1 min"
     with pytest.raises(ConfigError, match=delay):
         load_profile("dev", {"time_min": 1})

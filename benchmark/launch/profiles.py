@@ -68,7 +68,11 @@ PROFILE_RULES: dict[str, tuple[type, Callable[[Any], bool], str]] = {
     "constraint": (str, lambda v: True, "a string"),
     "gpus_per_task": (int, lambda v: v >= 0, "an integer >= 0"),
     "cpus_per_task": (int, lambda v: v >= 1, "an integer >= 1"),
-    "mem_gb": (float, lambda v: v >= 0, "a number >= 0 (0: the partition's default)"),
+    "mem_gb": (
+        float,
+        lambda v: 0 <= v < 1e9,  # finite: SLURM takes a whole number of MB
+        "a number >= 0 (0: the partition's default)",
+    ),
     "time_min": (int, lambda v: v >= 1, "whole minutes >= 1"),
     "signal_delay_s": (int, lambda v: v >= 0, "an integer >= 0"),
     "array_parallelism": (int, lambda v: v >= 1, "an integer >= 1"),

@@ -305,6 +305,13 @@ def test_submit_flags_are_checked_before_anything_runs(
     assert "--workers = 0 is invalid" in capsys.readouterr().err
     assert main([*args, "--executor", "slurm", "--time-min", "1.5"]) == 2
     assert "--time-min = 1.5 is invalid" in capsys.readouterr().err
+    # 3 processes per run cannot share the grid's batch of 128: refused before anything is queued.
+    slurm = [*args, "--executor", "slurm", "--profile", "dev", "--dry-run"]
+    assert main([*slurm, "--tasks-per-node", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "data.batch_size = 128 is invalid" in err and "3 processes per run" in err
+    assert main([*slurm, "--tasks-per-node", "2"]) == 0
+    capsys.readouterr()
     assert main([*args, "--executor", "local", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "dry run: would submit 7 runs" in out and not (store / "grids" / "smoke.json").exists()

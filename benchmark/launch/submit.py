@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 import submitit
 
+from benchmark.errors import ConfigError
 from benchmark.grid import MAX_CELLS, Expansion, Grid, expand
 from benchmark.launch.planning import (
     JobSpec,
@@ -105,6 +106,7 @@ def submit_grid(
     out = out if out is not None else sys.stdout
     grid = expansion.grid
     nodes = grid_nodes(expansion)
+    _check_data_parallel(nodes, settings)
     record_path = records_dir(store) / f"{grid.name}.json"
     # A dry run only reads: no lock file, no folder (the store may be read-only).
     with contextlib.nullcontext() if dry_run else store_lock(store):
@@ -371,3 +373,23 @@ def prepare(
     if settings is not None:
         extra["runtime.threads"] = settings.run_threads()
     return expand(grid, extra, check_configs=check_configs, max_cells=max_cells)
+
+
+def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:
+    """Refuse, before anything is queued, runs that the profile's processes cannot share (each
+    job would otherwise fail on the cluster with the same config error)."""
+    from benchmark.distributed import check_batch
+
+    procs = settings.profile.processes_per_run if settings.profile is not None else 1
+    if settings.executor != "slurm" or procs == 1:
+        return
+    for node in nodes:
+        try:
+            check_batch(node.cfg.data.batch_size, procs)
+        except ConfigError as err:
+            raise ConfigError(
+                "data.batch_size",
+                node.cfg.data.batch_size,
+                f"a multiple of the profile's {procs} processes per run "
+                f"(tasks_per_node x nodes; run {node.run_id})",
+            ) from err

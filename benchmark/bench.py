@@ -1,10 +1,14 @@
-"""Throughput benchmark: the harness against a bare PyTorch loop, and every method against dense.
+"""Throughput benchmark: the harness against a bare PyTorch loop, every method against dense,
+before (eager steps) and after (captured CUDA graphs, channels_last, bf16) side by side.
 
     python -m benchmark.bench                       # ResNet-56, batch 128, CPU: bare vs harness
     python -m benchmark.bench --methods all         # also each method's images/s relative to dense
-    python -m benchmark.bench --device cuda --iters 200   # on a GPU: steps are short
+    python -m benchmark.bench --device cuda --methods all --models resnet18,vgg16,wrn28_10,resnet50
 
-Prints figures; asserts nothing (speed targets live here, never in timed tests).
+On CUDA every figure is printed for three modes: ``eager`` (``runtime.cuda_graphs = "off"``,
+fp32, NCHW: the harness before the fast path), ``fast`` (the defaults: captured steps and
+channels_last, fp32) and ``fast-bf16`` (the same with ``optim.bf16 = true``). Prints figures;
+asserts nothing (speed targets live here, never in timed tests).
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from benchmark.config import RunConfig, config_from_dict
 from benchmark.data import DATASETS, DataSource
+from benchmark.fast_step import EAGER_WARMUP_ITERS, DeviceLearningRates
 from benchmark.models import build_model
 from benchmark.pruning import compute_masks
 from benchmark.trainer import (
@@ -32,9 +37,20 @@ from benchmark.validation import validate
 
 SYNTHETIC = "bench-synthetic"
 
+# The runtime and optimizer settings of each mode.
+MODES: dict[str, dict[str, dict[str, object]]] = {
+    "eager": {"runtime": {"cuda_graphs": "off", "channels_last": "off"}, "optim": {}},
+    "fast": {"runtime": {}, "optim": {}},
+    "fast-bf16": {"runtime": {}, "optim": {"bf16": True}},
+    "channels-last": {"runtime": {"cuda_graphs": "off", "channels_last": "on"}, "optim": {}},
+}
+
+# Input shape and classes of the models benchmarked dense (ImageNet's for resnet50).
+MODEL_DATA = {"resnet50": ((3, 224, 224), 1000)}
+
 
 class SyntheticSource(DataSource):
-    """Fixed random CIFAR-shaped batches already on the device (no loading, no augmentation)."""
+    """Fixed random batches already on the device (no loading, no augmentation)."""
 
     def __init__(self, batches: list[tuple[Tensor, Tensor]], num_classes: int) -> None:
         self.name = SYNTHETIC
@@ -73,29 +89,86 @@ def make_batches(
     ]
 
 
-def bare_loop(model_name: str, batches: list[tuple[Tensor, Tensor]], classes: int) -> float:
-    """Images/s of a plain PyTorch SGD loop (same warm-up exclusion as the harness)."""
+def bare_loop(
+    model_name: str,
+    batches: list[tuple[Tensor, Tensor]],
+    classes: int,
+    mode: str = "eager",
+) -> float:
+    """Images/s of a plain PyTorch SGD loop (same warm-up exclusion as the harness).
+
+    ``eager``: the textbook loop. The fast modes: channels_last, and on CUDA the whole step
+    (forward, backward, fused SGD with a device learning rate) captured as one CUDA graph, in
+    fp32 or bf16 autocast: the ceiling the harness's fast path is measured against.
+    """
     torch.manual_seed(0)
     device = batches[0][0].device
     model = build_model(model_name, classes, tuple(batches[0][0].shape[1:])).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
+    fast = mode != "eager"
+    bf16 = mode == "fast-bf16"
+    nhwc = torch.channels_last if fast else torch.contiguous_format
+    model = model.to(memory_format=nhwc)
+    capture = fast and device.type == "cuda"
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=0.1,
+        momentum=0.9,
+        weight_decay=5e-4,
+        fused=True if capture else None,
+    )
+    lrs = DeviceLearningRates(opt, device) if capture else None
     loss_fn = nn.CrossEntropyLoss()
     model.train()
+
+    def step(x: Tensor, y: Tensor) -> None:
+        with torch.autocast(device.type, torch.bfloat16, enabled=bf16, cache_enabled=False):
+            loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    static_x = batches[0][0].contiguous(memory_format=nhwc).clone()
+    static_y = batches[0][1].clone()
+    graph = None
     images, start = 0, 0.0
     for i, (x, y) in enumerate(batches):
         if i == TIMING_WARMUP_ITERS:
             sync(device)
             start = time.perf_counter()
-        for group in opt.param_groups:
-            group["lr"] = 0.1
-        loss = loss_fn(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        if lrs is not None:
+            lrs.set(0.1)
+        else:
+            for group in opt.param_groups:
+                group["lr"] = 0.1
+        if capture and i >= EAGER_WARMUP_ITERS:
+            static_x.copy_(x)
+            static_y.copy_(y)
+            if graph is None:
+                sync(device)
+                begin = time.perf_counter()
+                graph = _capture(lambda: step(static_x, static_y), device)
+                sync(device)
+                start += time.perf_counter() - begin if i >= TIMING_WARMUP_ITERS else 0.0
+            graph.replay()
+        else:
+            step(x.contiguous(memory_format=nhwc), y)
         if i >= TIMING_WARMUP_ITERS:
             images += x.shape[0]
     sync(device)
     return images / (time.perf_counter() - start)
+
+
+def _capture(fn: Callable[[], None], device: torch.device) -> torch.cuda.CUDAGraph:
+    """``fn`` recorded as a CUDA graph on a side stream (not run)."""
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        graph.capture_begin()
+        fn()
+        graph.capture_end()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    return graph
 
 
 def bench_config(
@@ -104,6 +177,7 @@ def bench_config(
     batch: int,
     runtime: dict,
     budget: dict | None = None,
+    optim: dict | None = None,
 ) -> RunConfig:
     """A config on the synthetic data for ``method`` (one epoch unless ``budget`` says)."""
     cfg = config_from_dict(
@@ -113,6 +187,7 @@ def bench_config(
             "schedule": {"name": "constant", "lr": 0.1},
             "budget": budget or {"epochs": 1},
             "method": method,
+            "optim": optim or {},
             "logging": {"progress": False},
             "runtime": runtime,
         }
@@ -131,6 +206,22 @@ def harness(cfg: RunConfig, masked_sparsity: float | None = None) -> float:
     return trainer.state.throughput.images_per_s
 
 
+def mode_config(
+    args: argparse.Namespace, mode: str, model: str, method: dict, budget: dict | None = None
+) -> RunConfig:
+    """``bench_config`` with the runtime/optimizer settings of ``mode``."""
+    settings = MODES[mode]
+    runtime = {**args.runtime, **settings["runtime"]}
+    return bench_config(model, method, args.batch, runtime, budget, dict(settings["optim"]))
+
+
+def register_batches(args: argparse.Namespace, shape: Sequence[int], classes: int) -> None:
+    """Make the synthetic dataset serve ``args.iters`` (+ warm-up) batches of ``shape``."""
+    batches = make_batches(args.iters + TIMING_WARMUP_ITERS, args.batch, shape, classes, args.dev)
+    args.batches, args.classes = batches, classes
+    DATASETS.replace(SYNTHETIC, lambda cfg, device: SyntheticSource(batches, classes))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Print images/s for a bare loop, the dense harness, the masked harness and methods."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -139,40 +230,71 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--iters", type=int, default=12, help="timed iterations per measurement")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--methods", default="", help="comma-separated method names, or 'all'")
+    parser.add_argument("--models", default="", help="more models, dense only (comma-separated)")
     parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (CUDA if present)")
     parser.add_argument("--deterministic", action="store_true", help="reproducible GPU kernels")
+    parser.add_argument(
+        "--modes",
+        default="",
+        help=f"comma-separated, of {', '.join(MODES)} (default: eager,fast,fast-bf16 on "
+        "CUDA, eager on the CPU)",
+    )
     args = parser.parse_args(argv)
 
-    classes = 10
     try:
         device = resolve_device(args.device)
     except RuntimeError:
         parser.error(f"--device = {args.device!r} is invalid; allowed: auto, cpu, cuda, cuda:N")
+    default_modes = "eager,fast,fast-bf16" if device.type == "cuda" else "eager"
+    args.modes = (args.modes or default_modes).split(",")
+    unknown = [m for m in args.modes if m not in MODES]
+    if unknown:
+        parser.error(f"--modes = {unknown[0]!r} is invalid; allowed: {', '.join(MODES)}")
+    args.dev = device
     args.runtime = {"device": str(device), "deterministic": args.deterministic}
     configure_kernels(device, args.deterministic)  # the bare loop gets the same kernels
-    shape = (3, 32, 32)
-    batches = make_batches(args.iters + TIMING_WARMUP_ITERS, args.batch, shape, classes, device)
-    DATASETS.add(SYNTHETIC, lambda cfg, device: SyntheticSource(batches, classes))
-    dense = bench_config(args.model, {"name": "dense"}, args.batch, args.runtime)
+    register_batches(args, (3, 32, 32), 10)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"model {args.model}, batch {args.batch}, {args.iters} timed iterations, {where}, "
-        f"{torch.get_num_threads()} threads, median of {args.repeats}"
-        + (", deterministic kernels" if args.deterministic else "")
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of "
+        f"{args.repeats}" + (", deterministic kernels" if args.deterministic else "")
     )
-    runs: dict[str, list[float]] = {"bare loop": [], "harness dense": [], "harness + masks": []}
-    for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all three
-        runs["bare loop"].append(bare_loop(args.model, batches, classes))
-        runs["harness dense"].append(harness(dense))
-        runs["harness + masks"].append(harness(dense, masked_sparsity=0.9))
-    med = {k: statistics.median(v) for k, v in runs.items()}
-    for name, value in med.items():
-        print(f"{name:18s} {value:9.1f} images/s")
-    bare, plain, masked = med["bare loop"], med["harness dense"], med["harness + masks"]
-    print(f"harness overhead over the bare loop: {100 * (bare / plain - 1):+.1f}% time")
-    print(f"mask application overhead:          {100 * (plain / masked - 1):+.1f}% time")
+    rows = ("bare loop", "harness dense", "harness + masks")
+    table: dict[str, dict[str, float]] = {row: {} for row in rows}
+    for mode in args.modes:
+        dense = mode_config(args, mode, args.model, {"name": "dense"})
+        runs: dict[str, list[float]] = {row: [] for row in rows}
+        for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all three
+            runs["bare loop"].append(bare_loop(args.model, args.batches, args.classes, mode))
+            runs["harness dense"].append(harness(dense))
+            runs["harness + masks"].append(harness(dense, masked_sparsity=0.9))
+        for row in rows:
+            table[row][mode] = statistics.median(runs[row])
+    print_table("images/s", table, args.modes)
+    for mode in args.modes:
+        bare, plain = table["bare loop"][mode], table["harness dense"][mode]
+        masked = table["harness + masks"][mode]
+        print(
+            f"{mode}: harness overhead over the bare loop {100 * (bare / plain - 1):+.1f}% time, "
+            f"mask application {100 * (plain / masked - 1):+.1f}% time"
+        )
     if args.methods:
         _bench_methods(args)
+    if args.models:
+        _bench_models(args)
+
+
+def print_table(title: str, table: dict[str, dict[str, float]], modes: list[str]) -> None:
+    """Rows of figures, one column per mode, plus each fast mode's speedup over eager."""
+    fast = [m for m in modes if m != "eager"] if "eager" in modes else []
+    head = f"{title:22s}" + "".join(f"{m:>14s}" for m in modes)
+    head += "".join(f"{m + '/eager':>18s}" for m in fast)
+    print("\n" + head)
+    for row, values in table.items():
+        line = f"{row:22s}" + "".join(f"{values.get(m, float('nan')):14.1f}" for m in modes)
+        line += "".join(f"{values[m] / values['eager']:17.2f}x" for m in fast if "eager" in values)
+        print(line)
 
 
 METHOD_EPOCHS = 4
@@ -186,19 +308,37 @@ def _bench_methods(args: argparse.Namespace) -> None:
     names = METHODS.names() if args.methods == "all" else args.methods.split(",")
     # imp/renda retrain a dense parent with a hard mask (the "harness + masks" loop); bimp below
     # covers that loop within one run.
-    names = [n for n in names if n not in ("imp", "renda")]
-    print(f"\n{METHOD_EPOCHS}-epoch runs")
-    print(f"{'method':10s} {'images/s':>9s} {'vs dense':>9s}")
-    results = {}
-    for name in ["dense", *[n for n in names if n != "dense"]]:
+    names = ["dense", *[n for n in names if n not in ("imp", "renda", "dense")]]
+    print(f"\n{METHOD_EPOCHS}-epoch runs of {args.model}: images/s (ratio to dense)")
+    print(f"{'method':10s}" + "".join(f"{m:>22s}" for m in args.modes))
+    results: dict[str, dict[str, float]] = {}
+    for name in names:
         budget = {"epochs": METHOD_EPOCHS}
         if name == "bimp":
             budget.update(initial_epochs=METHOD_EPOCHS // 2, cycles=2)
-        cfg = bench_config(args.model, {"name": name}, args.batch, args.runtime, budget)
-        trainer = Trainer(cfg)
-        trainer.fit()
-        results[name] = trainer.state.throughput.images_per_s
-        print(f"{name:10s} {results[name]:9.1f} {results[name] / results['dense']:9.2f}")
+        results[name] = {}
+        for mode in args.modes:
+            cfg = mode_config(args, mode, args.model, {"name": name}, budget=budget)
+            trainer = Trainer(cfg)
+            trainer.fit()
+            results[name][mode] = trainer.state.throughput.images_per_s
+        cells = "".join(
+            f"{results[name][m]:13.1f} ({results[name][m] / results['dense'][m]:5.2f})"
+            for m in args.modes
+        )
+        print(f"{name:10s}" + cells)
+
+
+def _bench_models(args: argparse.Namespace) -> None:
+    """Dense harness images/s of more models, in every mode."""
+    table: dict[str, dict[str, float]] = {}
+    for model in args.models.split(","):
+        shape, classes = MODEL_DATA.get(model, ((3, 32, 32), 10))
+        register_batches(args, shape, classes)
+        table[model] = {}
+        for mode in args.modes:
+            table[model][mode] = harness(mode_config(args, mode, model, {"name": "dense"}))
+    print_table(f"dense, batch {args.batch}", table, args.modes)
 
 
 if __name__ == "__main__":

@@ -139,6 +139,16 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 _ID_FIELDS = ("experiment id", "table id", "figure id")
 
 
+def _step_note(metrics: dict) -> str:
+    """How the training steps ran, after the images/s figure (older results say nothing)."""
+    step = metrics.get("step")
+    if not step:
+        return ""
+    if step.get("mode") == "cuda_graphs":
+        return f" (CUDA graphs; {metrics.get('compile_seconds', 0.0):.1f} s capturing, not counted)"
+    return f" (eager: {step['why_eager']})" if step.get("why_eager") else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
     from benchmark.checkpoint import CorruptFileError
@@ -230,7 +240,7 @@ def format_summary(record: dict[str, Any]) -> str:
         *(f"  test {k:<11}{m['test'][k]:.4f}" for k in ("miou", "bleu") if k in m["test"]),
         f"  sparsity        {m['sparsity']:.4f} (prunable), {m['sparsity_total']:.4f} (all)",
         f"  speedup         {m['speedup']:.2f}x (corrected {m['speedup_corrected']:.2f}x)",
-        f"  images/s        {m['images_per_s']:.0f}",
+        f"  images/s        {m['images_per_s']:.0f}" + _step_note(m),
     ]
     if "stability" in m:
         s = m["stability"]

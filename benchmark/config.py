@@ -136,6 +136,13 @@ class RuntimeConfig:
     # Data-parallel runs: BatchNorm statistics over the global batch (SyncBatchNorm) instead of
     # each process's share of it. No effect with one process.
     sync_bn: bool = False
+    # The training step on CUDA replayed as captured CUDA graphs (benchmark.fast_step): "auto"
+    # captures wherever it can (one CUDA process, a method whose hooks are graph-safe) and says
+    # in one warning line why not otherwise; "off" steps eagerly as on the CPU.
+    cuda_graphs: typing.Literal["auto", "off"] = "auto"
+    # Conv weights and inputs in NHWC memory layout: "auto" for convolutional models on CUDA
+    # (where it is faster), "on" also on the CPU, "off" never. Results agree to float noise.
+    channels_last: typing.Literal["auto", "on", "off"] = "auto"
 
 
 @dataclass

@@ -89,9 +89,14 @@ def contract_config(store: Path, name: str, overrides: Sequence[str] = ()) -> Ru
     )
 
 
+# Metrics that depend on the machine and the process, not on the training (timings, and how
+# many CUDA graphs this process captured).
+PROCESS_METRICS = ("images_per_s", "wall_seconds", "compile_seconds", "step")
+
+
 def comparable(metrics: dict[str, Any]) -> dict[str, Any]:
     """The deterministic part of a run's metrics (no timings)."""
-    return {k: v for k, v in metrics.items() if k not in ("images_per_s", "wall_seconds")}
+    return {k: v for k, v in metrics.items() if k not in PROCESS_METRICS}
 
 
 def run_interrupted(cfg: RunConfig, stop_after: int, tmp: Path) -> dict[str, Any]:

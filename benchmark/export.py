@@ -31,6 +31,8 @@ METRIC_COLUMNS = {
     "measured_speedup": ("measured_speedup",),
     "images_per_s": ("images_per_s",),
     "wall_seconds": ("wall_seconds",),
+    "compile_seconds": ("compile_seconds",),
+    "step_mode": ("step", "mode"),
 }
 ENVIRONMENT_COLUMNS = (
     "git_commit",

@@ -32,6 +32,11 @@ class Registry(Generic[T]):
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._items[name] = obj
 
+    def replace(self, name: str, obj: T) -> None:
+        """Register ``obj`` under ``name``, replacing an earlier one (benchmarks re-register
+        their synthetic data for every input shape)."""
+        self._items[name] = obj
+
     def get(self, name: str, field: str | None = None) -> T:
         """Return the object registered as ``name`` or raise a ConfigError listing the names."""
         try:

@@ -21,6 +21,14 @@ from benchmark.checkpoint import CorruptFileError, load_checkpoint, move_aside, 
 from benchmark.config import RunConfig, check
 from benchmark.data import DataSource, build_dataset
 from benchmark.distributed import DataParallel, barrier, is_main, rank_device
+from benchmark.fast_step import (
+    DeviceLearningRates,
+    GraphBackend,
+    StepPlan,
+    StepRunner,
+    plan_step,
+    uses_channels_last,
+)
 from benchmark.metrics import eval_mode, sparsity_stats
 from benchmark.models import build_model
 from benchmark.pruning import MaskStore
@@ -98,6 +106,8 @@ class Throughput:
 
     images: int = 0
     seconds: float = 0.0
+    # Seconds spent capturing CUDA graphs: part of the wall-clock, never of ``seconds``.
+    compile_seconds: float = 0.0
 
     @property
     def images_per_s(self) -> float:
@@ -164,7 +174,9 @@ class Trainer:
         cfg: RunConfig,
         checkpoint_path: Path | None = None,
         parent_state: dict[str, torch.Tensor] | None = None,
+        graph_backend: GraphBackend | None = None,
     ) -> None:
+        """``graph_backend`` replaces CUDA graph capture (tests replay steps on the CPU)."""
         self.cfg = cfg
         self.checkpoint_path = checkpoint_path
         # One process of a data-parallel run, or the whole run (see benchmark.distributed).
@@ -184,8 +196,21 @@ class Trainer:
             cfg.model.init,
             cfg.model.pretrained,
         ).to(self.device)
+        channels_last = uses_channels_last(cfg.runtime.channels_last, self.device.type, self.model)
+        if channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
         self.model = self.dp.prepare_model(self.model, self.device)
-        self.method: Method = get_method(cfg.method.name)(cfg)
+        method_cls = get_method(cfg.method.name)
+        self.plan: StepPlan = plan_step(
+            cfg.runtime.cuda_graphs,
+            self.device.type,
+            self.dp.world,
+            method_cls,
+            channels_last,
+            cfg.run_id,
+            backend_given=graph_backend is not None,
+        )
+        self.method: Method = method_cls(cfg)
         self.method_epochs = self.method.total_epochs()
         self.total_epochs = self.method_epochs + cfg.finetune.epochs
         self.ipe = self.data.iters_per_epoch()
@@ -209,10 +234,30 @@ class Trainer:
             momentum=cfg.optim.momentum,
             nesterov=cfg.optim.use_nesterov(),
             weight_decay=cfg.optim.weight_decay,
+            # One kernel for the whole step, reading the learning rate from a device tensor.
+            fused=True if self.plan.tensor_lr else None,
         )
         self.ctx.optimizer = self.optimizer
+        self.device_lrs = (
+            DeviceLearningRates(self.optimizer, self.device) if self.plan.tensor_lr else None
+        )
         self.state = TrainState()
         self.finetune_lr = self._finetune_lr()
+        # The epoch's summed training loss, on the device (one tensor a captured step adds to).
+        self.loss_sum = torch.zeros((), device=self.device)
+        self.runner = StepRunner(
+            self.plan,
+            self._train_step,
+            self._capture_key,
+            self.optimizer,
+            self.device,
+            backend=graph_backend,
+            run_id=cfg.run_id,
+        )
+        self._in_method = True
+        self._forward: Any = self.model
+        self._loss_scale = 1.0
+        self._capture_counted = 0.0
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
@@ -270,6 +315,8 @@ class Trainer:
         self.state = _train_state_from_plain(ckpt["state"])
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
+        if self.device_lrs is not None:
+            self.device_lrs.install()  # a checkpoint holds its own learning-rate values
         self.ctx.masks.load_state_dict(ckpt["masks"], model=self.model)
         self.method.load_state_dict(ckpt["method"])
         self.ctx.record.clear()
@@ -317,20 +364,73 @@ class Trainer:
             return self.finetune_lr
         return self.method.lr(step)
 
+    def _set_lr(self, lr: float) -> None:
+        if self.device_lrs is not None:
+            self.device_lrs.set(lr)
+            return
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+
+    def _autocast(self) -> torch.autocast:
+        # No autocast weight cache on the fast path: a cached cast would outlive its graph.
+        return torch.autocast(
+            self.device.type,
+            dtype=torch.bfloat16,
+            enabled=self.cfg.optim.bf16,
+            cache_enabled=False if self.plan.capture else None,
+        )
+
+    def _capture_key(self, step: int) -> Any:
+        """The graph iteration ``step`` replays (None: eager); see Method.capture_key."""
+        if not self._in_method:
+            return ("finetune",)
+        key = self.method.capture_key(step)
+        return None if key is None else ("method", key)
+
+    def _train_step(self, x: torch.Tensor, y: torch.Tensor, step: int) -> None:
+        """One iteration: forward, loss, backward, the method's hooks, optimizer step.
+
+        The same code runs eagerly and inside a CUDA graph capture (benchmark.fast_step).
+        """
+        model, opt, method = self.model, self.optimizer, self.method
+        in_method = self._in_method
+        if in_method:
+            method.before_forward(step)
+        with self._autocast():
+            loss = self.task.loss(self._forward, x, y)
+            extra = method.extra_loss(step) if in_method else None
+            if extra is not None:
+                loss = loss + extra
+        opt.zero_grad(set_to_none=True)
+        scale = self._loss_scale
+        (loss * scale if scale != 1.0 else loss).backward()
+        if in_method:
+            method.before_step(step)
+        if self.cfg.optim.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), self.cfg.optim.grad_clip)
+        opt.step()
+        if in_method:
+            method.after_step(step)
+        elif self.ctx.masks is not None:
+            self.ctx.masks.apply()
+        self.loss_sum += loss.detach() * x.shape[0]
+
     def train_epoch(self, epoch: int) -> dict[str, Any]:
         """One epoch of training with the method's hooks; returns the epoch's train stats."""
-        model, opt, method, device = self.model, self.optimizer, self.method, self.device
+        model, method, device = self.model, self.method, self.device
         in_method = epoch < self.method_epochs
         if in_method:
             method.on_epoch_start(epoch)
+        # Whatever the epoch-boundary hooks changed, no graph of the last epoch is replayed.
+        self.runner.invalidate()
+        self._in_method = in_method
         model.train()
-        forward = self.dp.wrap(model)
-        loss_sum = torch.zeros((), device=device)
+        self._forward = self.dp.wrap(model)
+        self.loss_sum.zero_()
         seen = 0
         timed_images = 0
+        capture_seconds = 0.0
         t0 = None
-        clip = self.cfg.optim.grad_clip
-        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.cfg.optim.bf16)
         batches = self.data.train_batches(epoch, self.cfg.seed)
         if self.ipe >= 200 and self.cfg.logging.progress:
             batches = tqdm(batches, total=self.ipe, leave=False, desc=f"epoch {epoch + 1}")
@@ -341,39 +441,29 @@ class Trainer:
                 t0 = time.perf_counter()
             step = epoch * self.ipe + it
             lr = self._lr(step, epoch)
-            for group in opt.param_groups:
-                group["lr"] = lr * group.get("lr_scale", 1.0)
+            self._set_lr(lr)
             if in_method:
-                method.before_forward(step)
-            with autocast:
-                loss = self.task.loss(forward, x, y)
-                extra = method.extra_loss(step) if in_method else None
-                if extra is not None:
-                    loss = loss + extra
-            opt.zero_grad(set_to_none=True)
-            scale = self.dp.loss_scale(it, x.shape[0], self.data.num_train, self.data.batch_size)
-            (loss * scale if scale != 1.0 else loss).backward()
-            if in_method:
-                method.before_step(step)
-            if clip > 0:
-                nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
-            if in_method:
-                method.after_step(step)
-            elif self.ctx.masks is not None:
-                self.ctx.masks.apply()
-            loss_sum += loss.detach() * x.shape[0]
+                method.on_iteration_start(step)
+            self._loss_scale = self.dp.loss_scale(
+                it, x.shape[0], self.data.num_train, self.data.batch_size
+            )
+            spent = self.runner.run(x, y, step)
             seen += x.shape[0]
             if t0 is not None:
                 timed_images += x.shape[0]
+                capture_seconds += spent
         sync(device)
-        elapsed = time.perf_counter() - t0 if t0 is not None else 0.0
+        elapsed = time.perf_counter() - t0 - capture_seconds if t0 is not None else 0.0
         loss_sum, seen, timed_images, elapsed = self.dp.reduce_epoch(
-            loss_sum, seen, timed_images, elapsed
+            self.loss_sum.clone(), seen, timed_images, elapsed
         )
         if t0 is not None:
             self.state.throughput.images += timed_images
             self.state.throughput.seconds += elapsed
+        # Capture time of this process since the last epoch (a resumed run adds to its own).
+        captured = self.runner.stats.capture_seconds
+        self.state.throughput.compile_seconds += captured - self._capture_counted
+        self._capture_counted = captured
         self.dp.sync_buffers(model)
         train_loss = float(loss_sum) / max(seen, 1)
         if not math.isfinite(train_loss):
@@ -443,8 +533,21 @@ class Trainer:
         metrics = self.final_metrics()
         metrics = self._pick_finetune(metrics)
         metrics["images_per_s"] = self.state.throughput.images_per_s
+        metrics["compile_seconds"] = self.state.throughput.compile_seconds
         metrics["wall_seconds"] = wall_before + time.perf_counter() - start
+        metrics["step"] = self.step_record()
         return metrics
+
+    def step_record(self) -> dict[str, Any]:
+        """How this process ran its training iterations (captured or eager, and why)."""
+        stats = self.runner.stats
+        return {
+            **self.runner.plan.as_record(),
+            "captures": stats.captures,
+            "replays": stats.replays,
+            "eager_iterations": stats.eager,
+            "bf16": self.cfg.optim.bf16,
+        }
 
     def _pick_finetune(self, after: dict[str, Any]) -> dict[str, Any]:
         """With post-training FT, keep the better (by the task's validation metric) of the two."""

@@ -7,7 +7,7 @@ learning-rate schedule and keep any hard mask applied after every optimizer step
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -73,6 +73,13 @@ class Method:
     budget_fields: ClassVar[frozenset[str]] = frozenset({"epochs"})
     # Named hyperparameter presets (e.g. the paper's grids), used by grid files.
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    # Whether the per-iteration hooks (CAPTURED_HOOKS) may be captured in a CUDA graph and
+    # replayed (benchmark.fast_step): they do device work only, without host synchronisation
+    # (no .item(), no int(tensor)), without Python state that changes between iterations, and
+    # they read every value that varies between the iterations of one capture_key from device
+    # tensors (written in on_iteration_start). None (undeclared): captured only if the class
+    # overrides none of those hooks; False: every iteration eager, with a one-line warning.
+    graph_safe: ClassVar[bool | None] = None
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
@@ -135,6 +142,24 @@ class Method:
 
     def on_epoch_start(self, epoch: int) -> None:
         """Called before the first iteration of ``epoch`` (pruning points go here)."""
+
+    def on_iteration_start(self, step: int) -> None:
+        """Called before every iteration, always eagerly (never inside a captured graph).
+
+        The place for host-side logic between epochs' boundaries (a mask refresh, a counter) and
+        for per-iteration values, written in place into device tensors that the captured hooks
+        read. It may change the contents of tensors, not which tensors the hooks use.
+        """
+
+    def capture_key(self, step: int) -> Hashable | None:
+        """Which captured CUDA graph iteration ``step`` replays, or None to run it eagerly.
+
+        Iterations with equal keys replay one graph, so the key must tell apart the iterations
+        whose captured hooks differ (a Python branch, a Python number baked into the graph). The
+        trainer captures again after every epoch boundary and every eager iteration, so a key
+        only needs to hold within one epoch. Read only when the hooks are graph-safe.
+        """
+        return ()
 
     def before_forward(self, step: int) -> None:
         """Called before the forward pass (e.g. to swap in masked weights)."""
@@ -222,6 +247,18 @@ class Method:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.masks_active = bool(state.get("masks_active", False))
+
+
+# The hooks a captured training step runs inside its CUDA graph (see Method.graph_safe).
+CAPTURED_HOOKS = ("before_forward", "extra_loss", "before_step", "after_step")
+
+
+def hooks_graph_safe(cls: type[Method]) -> bool:
+    """Whether ``cls``'s per-iteration hooks may be captured: its declaration, or, undeclared,
+    whether it keeps the base class's (graph-safe) hooks."""
+    if cls.graph_safe is not None:
+        return bool(cls.graph_safe)
+    return all(getattr(cls, hook) is getattr(Method, hook) for hook in CAPTURED_HOOKS)
 
 
 METHODS: Registry[type[Method]] = Registry("method")

@@ -152,6 +152,7 @@ class _PruneRetrain(Method):
     """Shared machinery of IMP, BIMP and the Renda baseline."""
 
     info = IMP_INFO
+    graph_safe = True
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

@@ -122,6 +122,7 @@ class CS(ReparamMethod):
     Params = CSParams
     info = CS_INFO
     decay_extra = False
+    graph_safe = True
     # The paper's grids (Appendix B.3). On CIFAR-10 CS keeps the original learning rate; on
     # CIFAR-100 every method tunes it and adds a linear schedule. The paper could not tune CS on
     # ImageNet and reports no grid: "imagenet" is the CIFAR-10 grid at ImageNet's weight decay.
@@ -178,7 +179,8 @@ class CS(ReparamMethod):
         """Set beta to its value after ``step`` iterations (a device fill, no host sync)."""
         self.beta.fill_(temperature_at(step, self.total_iters, self.params.temperature))
 
-    def before_forward(self, step: int) -> None:
+    def on_iteration_start(self, step: int) -> None:
+        # Outside the captured step: beta is a device tensor the captured forward reads.
         self.set_temperature(step)
 
     def extra_loss(self, step: int) -> Tensor | None:

@@ -10,6 +10,7 @@ class Dense(Method):
     """Plain dense training with the original schedule; no pruning."""
 
     name = "dense"
+    graph_safe = True
     info = MethodInfo(
         sparsity_specifiable=False,
         pruning_stable=True,

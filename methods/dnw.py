@@ -67,6 +67,7 @@ class DNW(Method):
     """Top-k magnitude forward pass with a straight-through dense gradient; stability 1."""
 
     name = "dnw"
+    graph_safe = True
     Params = DNWParams
     info = MethodInfo(
         sparsity_specifiable=True,

@@ -89,6 +89,7 @@ class DPF(Method):
     """Dynamic pruning with feedback: masked forward/backward, dense update, periodic re-masking."""
 
     name = "dpf"
+    graph_safe = True
     Params = DPFParams
     info = MethodInfo(
         sparsity_specifiable=True,
@@ -118,7 +119,9 @@ class DPF(Method):
         self.dense = None
         self.refreshes = 0
 
-    def before_forward(self, step: int) -> None:
+    def on_iteration_start(self, step: int) -> None:
+        # Eager, outside the captured step: the refresh reads a count back to the host; it
+        # writes the masks in place, so the captured steps keep reading the current ones.
         if self.dense is None or step % self.params.refresh_every != 0:
             return
         assert self.ctx is not None
@@ -173,8 +176,8 @@ class DPF(Method):
             total = ctx.masks.num_prunable()
             keep = total - round(target * total)
             masks = magnitude_topk_masks(torch._foreach_abs(self.dense), keep)
-        # update() also multiplies the (now dense) model weights by the new mask.
-        ctx.masks.update(masks)
+        # assign() also multiplies the (now dense) model weights by the new mask.
+        ctx.masks.assign(masks)
         self.refreshes += 1
 
     # ---------------------------------------------------------------- checkpointing

@@ -138,6 +138,7 @@ class DST(ReparamMethod):
     name = "dst"
     Params = DSTParams
     info = DST_INFO
+    graph_safe = True
     decay_extra = False
     presets: dict[str, dict[str, Any]] = {
         "cifar10": {

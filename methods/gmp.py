@@ -127,6 +127,7 @@ class GMP(Method):
     """Gradual magnitude pruning with a cubic schedule; hard or soft; three LR schedules."""
 
     name = "gmp"
+    graph_safe = True
     Params = GMPParams
     info = GMP_INFO
     presets = {
@@ -301,9 +302,9 @@ class GMP(Method):
             torch._foreach_add_(buf, bg, alpha=wd * (1.0 - group.get("dampening", 0.0)))
             if group.get("nesterov", False):
                 torch._foreach_mul_(bg, 1.0 - lr * wd)
-                torch._foreach_add_(bg, buf, alpha=-lr * mu)
+                _add_scaled_(bg, buf, -lr * mu)
             else:
-                torch._foreach_add_(bg, buf, alpha=-lr)
+                _add_scaled_(bg, buf, -lr)
 
     # ---------------------------------------------------------------- checkpointing
     def state_dict(self) -> dict[str, Any]:
@@ -334,3 +335,14 @@ def _group_of(optimizer: torch.optim.Optimizer, param: torch.Tensor) -> dict[str
         if any(p is param for p in group["params"]):
             return group
     raise ValueError("the parameter is not in the optimizer")
+
+
+def _add_scaled_(
+    xs: list[torch.Tensor], ys: list[torch.Tensor], coeff: float | torch.Tensor
+) -> None:
+    """xs += coeff * ys; ``coeff`` may be a device tensor (the learning rate of a captured step,
+    which a Python alpha would freeze at capture)."""
+    if isinstance(coeff, torch.Tensor):
+        torch._foreach_add_(xs, torch._foreach_mul(ys, coeff))
+    else:
+        torch._foreach_add_(xs, ys, alpha=coeff)

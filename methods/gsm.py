@@ -129,6 +129,7 @@ class GSM(PretrainedMethod):
     """Only the top-Q |w * grad| weights of P get their gradient; then global magnitude prune."""
 
     name = "gsm"
+    graph_safe = True
     Params = GSMParams
     info = MethodInfo(
         sparsity_specifiable=True,

@@ -52,6 +52,7 @@ interleaved with C steps on a fixed period.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +141,7 @@ class LC(PretrainedMethod):
     """Decay of the weights outside the top-K (or the original L/C steps); then prune."""
 
     name = "lc"
+    graph_safe = True
     Params = LCParams
     info = MethodInfo(
         sparsity_specifiable=True,
@@ -160,6 +162,7 @@ class LC(PretrainedMethod):
         self.keep = 0
         # The C steps done so far (lc variant); the last one's mu is mu_0 * mu_growth ** (n - 1).
         self.c_steps = 0
+        self.decay_now: torch.Tensor | None = None
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
@@ -228,6 +231,9 @@ class LC(PretrainedMethod):
         self.magnitude = torch.empty_like(self.work.flat)
         self.top = FlatBuffer(self.ranked, dtype=torch.bool)
         self.c_steps = 0
+        # The geometric decay changes every iteration: a device scalar, not a baked number.
+        geometric = self.params.variant == "decay" and self.params.wd_schedule == "geometric"
+        self.decay_now = torch.zeros((), device=ctx.device) if geometric else None
 
     def param_groups(self) -> list[dict[str, Any]]:
         if self.params.variant == "lc":
@@ -242,12 +248,22 @@ class LC(PretrainedMethod):
             groups.append({"params": others})
         return groups
 
+    def on_iteration_start(self, step: int) -> None:
+        # Eager, outside the captured step: host-side counting and per-iteration values.
+        if self.params.variant == "lc":
+            if step % self.c_step_period() == 0:
+                self.c_step()
+        elif self.decay_now is not None:
+            self.decay_now.fill_(self.decay_coefficient(step))
+
+    def capture_key(self, step: int) -> Hashable | None:
+        # mu is a Python number of the captured penalty step: one graph per value.
+        return ("mu", self.mu(step)) if self.params.variant == "lc" else ()
+
     def before_step(self, step: int) -> None:
         if self.params.variant == "decay":
             self.decay_step(step)
         else:
-            if step % self.c_step_period() == 0:
-                self.c_step()
             self.penalty_step(step)
 
     def finalize(self) -> None:
@@ -273,7 +289,11 @@ class LC(PretrainedMethod):
             topk_mask_(magnitude, self.keep, self.top.flat)
             self.work.flat.masked_fill_(self.top.flat, 0.0)
             grads = grads_of(params)
-            torch._foreach_add_(grads, self.work.views, alpha=self.decay_coefficient(step))
+            if self.decay_now is not None:
+                self.work.flat.mul_(self.decay_now)
+                torch._foreach_add_(grads, self.work.views)
+            else:
+                torch._foreach_add_(grads, self.work.views, alpha=self.decay_coefficient(step))
 
     def c_step(self) -> None:
         """theta = the projection of w onto its K largest magnitudes over P."""

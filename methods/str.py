@@ -89,6 +89,7 @@ class STR(ReparamMethod):
     name = "str"
     Params = STRParams
     info = STR_INFO
+    graph_safe = True
     decay_extra = True
     presets = {
         "cifar10": {"s_init": [-100, -50, -5, -2, -1, 0, 5, 50, 100], **_CIFAR10_COMMON},

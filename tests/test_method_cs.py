@@ -44,7 +44,7 @@ def test_method_sets_the_temperature_of_each_iteration(tmp_path: Path) -> None:
     assert float(method.beta) == pytest.approx(500.0 ** ((ipe - 1) / (3 * ipe)), rel=1e-6)
     # The layers read the shared temperature.
     assert all(r.beta is method.beta for r in method.reparams)
-    method.before_forward(2 * ipe)
+    method.on_iteration_start(2 * ipe)
     assert float(method.reparams[0].beta) == pytest.approx(500.0 ** (2 / 3), rel=1e-6)
 
 
@@ -73,7 +73,7 @@ def test_training_starts_from_the_unmasked_network() -> None:
 def test_l1_term_is_lambda_times_the_sum_of_the_gates(tmp_path: Path) -> None:
     trainer = Trainer(cs_config(tmp_path, "method.l1=1e-3", "method.mask_init=-0.2"))
     method: CS = trainer.method  # type: ignore[assignment]
-    method.before_forward(7)
+    method.on_iteration_start(7)
     trainer.model(trainer.data.example_batch())
     beta = temperature_at(7, method.total_iters, 300.0)
     n = trainer.ctx.masks.num_prunable()
@@ -217,7 +217,7 @@ def test_reference_decay_step_equals_the_papers_loss_term(tmp_path: Path, name: 
         model.load_state_dict(start)
         for group in optimizer.param_groups:
             group["lr"] = 0.1
-        method.before_forward(0)
+        method.on_iteration_start(0)
         loss = nn.functional.cross_entropy(model(x), y)
         extra = method.extra_loss(0)
         if extra is not None:

@@ -109,9 +109,9 @@ def test_a_grown_dense_weight_returns_at_the_next_refresh(tmp_path: Path) -> Non
     # Error feedback grew this pruned dense weight: the next refresh must bring it back.
     method.dense[layer].view(-1)[idx] = 3.0
     assert float(param.detach().view(-1)[idx]) == 0.0
-    method.before_forward(15)  # not a refresh step: nothing changes
+    method.on_iteration_start(15)  # not a refresh step: nothing changes
     assert float(param.detach().view(-1)[idx]) == 0.0
-    method.before_forward(16)
+    method.on_iteration_start(16)
     assert bool(trainer.ctx.masks.masks[layer].view(-1)[idx] != 0)
     assert float(param.detach().view(-1)[idx]) == 3.0
 
@@ -135,7 +135,7 @@ def test_forward_uses_masked_weights_and_dense_weights_get_the_update(tmp_path: 
     first = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
     first.register_forward_pre_hook(lambda mod, _: seen.append(mod.weight.detach().clone()))
 
-    method.before_forward(step)
+    method.on_iteration_start(step)
     loss = nn.functional.cross_entropy(model(x), y)
     trainer.optimizer.zero_grad(set_to_none=True)
     loss.backward()

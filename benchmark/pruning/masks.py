@@ -105,6 +105,21 @@ class MaskStore:
             _zero_momentum(optimizer, self.params, self.masks)
         self.apply()
 
+    def assign(self, new_masks: Sequence[Tensor]) -> None:
+        """Write ``new_masks`` into the held masks over P in place, and apply.
+
+        Unlike :meth:`update` the mask tensors stay the same objects (a captured CUDA graph that
+        reads them sees the new values) and the momentum is left alone.
+        """
+        if len(new_masks) != len(self.params):
+            raise ValueError(f"expected {len(self.params)} masks, got {len(new_masks)}")
+        with torch.no_grad():
+            for name, p, held, m in zip(
+                self.names, self.params, self.masks, new_masks, strict=True
+            ):
+                held.copy_(_binary_like(m, p, name))
+        self.apply()
+
     def set_extra(
         self,
         model: nn.Module,

@@ -38,13 +38,15 @@ def run_uninterrupted(cfg: RunConfig) -> dict[str, Any]:
 def record_lrs(trainer: Trainer) -> list[float]:
     """Train ``trainer`` to the end and return the learning rate of every optimizer step."""
     lrs: list[float] = []
-    original = trainer.optimizer.step
+    original = trainer._set_lr
 
-    def step(*args: Any, **kwargs: Any) -> Any:
-        lrs.append(trainer.optimizer.param_groups[0]["lr"])
-        return original(*args, **kwargs)
+    # Recorded where the trainer sets it before every iteration (a replayed CUDA graph runs no
+    # Python), as the optimizer holds it: a float, or a device tensor on the fast path.
+    def set_lr(lr: float) -> None:
+        original(lr)
+        lrs.append(float(trainer.optimizer.param_groups[0]["lr"]))
 
-    trainer.optimizer.step = step  # type: ignore[method-assign]
+    trainer._set_lr = set_lr  # type: ignore[method-assign]
     trainer.fit()
     return lrs
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 from helpers import comparable, tiny_config
 
+from benchmark.check_fast_path import CASES, case_config
 from benchmark.config import RunConfig
 from benchmark.errors import ConfigError
 from benchmark.fast_step import (
@@ -233,30 +234,6 @@ def test_fused_sgd_with_a_tensor_lr_matches_the_eager_step() -> None:
 
 
 # --------------------------------------------------------------------------- the runner
-
-# One short run per method, covering every kind of per-iteration hook: masks after the step
-# (bimp, gmp soft), gradient surgery (gsm, lc, dnw), refreshes between iterations (dpf), capture
-# keys (lc's mu), device scalars (cs's temperature, lc's geometric decay), reparametrizations.
-CASES = {
-    "dense": [],
-    "bimp": ["budget.initial_epochs=1", "budget.cycles=2"],
-    "gmp": ["method.variant='soft'", "method.steps=2", "optim.weight_decay=0.05"],
-    "gsm": [],
-    "lc": ["method.variant='lc'", "method.c_step_every=4"],
-    "lc-geometric": ["method.wd_schedule='geometric'"],
-    "dpf": ["method.refresh_every=3"],
-    "dnw": [],
-    "cs": [],
-    "str": [],
-    "dst": [],
-}
-
-
-def case_config(store: Path, case: str, *extra: str) -> RunConfig:
-    name = case.split("-")[0]
-    return tiny_config(
-        store, f"method.name='{name}'", "budget.epochs=3", "finetune.epochs=1", *CASES[case], *extra
-    )
 
 
 @pytest.mark.parametrize("case", list(CASES))

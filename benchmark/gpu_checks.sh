@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU checks of the fast path, as one prepared script (about 8 minutes on one H100/H200):
+# timings first, alone on the machine, then the correctness checks side by side.
+#
+#   bash benchmark/gpu_checks.sh [LOG_DIR]        # logs: bench, pipeline, check, pytest
+#
+# Run it from the repository root with the project installed (or PYTHONPATH=.), on a machine
+# with one GPU. Each step has its own time limit so that one hang cannot eat the others.
+set -u
+LOGS=${1:-gpu-logs}
+mkdir -p "$LOGS"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+STEP_START=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - STEP_START )) s] $*"; }
+
+stamp "environment" | tee "$LOGS/env.log"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$LOGS/env.log" 2>&1
+$PY -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0], torch.cuda.get_device_name())" >>"$LOGS/env.log" 2>&1
+cat "$LOGS/env.log"
+
+# 1. Before/after for ResNet-56 (bare loop, harness, masks, every method) and four more models.
+stamp "bench"
+timeout 175 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods all \
+    --models resnet18,vgg16,wrn28_10,resnet50 2>&1 | tee "$LOGS/bench.log"
+
+# 2. The real pipeline: prunebench run, BIMP, 50,000 stand-in images, 5 epochs, per mode; then
+#    4 runs sharing the GPU.
+stamp "pipeline"
+timeout 200 $PY -m benchmark.bench_pipeline --device cuda --epochs 5 --concurrent 4 2>&1 \
+    | tee "$LOGS/pipeline.log"
+
+# 3. Correctness, side by side: the fast path against eager for every method (deterministic
+#    twice, resume), and the whole test suite on the GPU.
+stamp "checks"
+timeout 110 $PY -m benchmark.check_fast_path >"$LOGS/check.log" 2>&1 &
+CHECK=$!
+timeout 110 $PY -m pytest -m "not slurm" -q -n 10 -p no:cacheprovider --timeout 90 \
+    >"$LOGS/pytest.log" 2>&1
+wait $CHECK
+cat "$LOGS/check.log"
+tail -25 "$LOGS/pytest.log"
+stamp "done"

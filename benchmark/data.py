@@ -361,6 +361,10 @@ class TensorSource(DataSource):
         # far the caller iterates or on the device.
         order = torch.randperm(self.num_train, generator=g).to(self.device)
         params = self.augment.sample(self.num_train, g) if self.augment is not None else None
+        if params is not None:
+            # One copy to the device per epoch: a copy per batch from pageable memory would make
+            # the host wait for the GPU every iteration, so it could never queue work ahead.
+            params = params.take(0, self.num_train, self.device)
         for start in range(0, self.num_train, self.batch_size):
             stop = min(start + self.batch_size, self.num_train)
             lo, hi = self.shard_range(start, stop)

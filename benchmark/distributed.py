@@ -481,4 +481,21 @@ def run_local(configs: Sequence[Any], nproc: int, **kwargs: Any) -> None:
     devices = {cfg.runtime.device for cfg in configs}
     if len(devices) != 1:
         raise ConfigError("runtime.device", sorted(devices), "one device for every run")
-    spawn(execute_all, nproc, devices.pop(), list(configs), kwargs)
+    device = devices.pop()
+    check_gpus(device, nproc)
+    spawn(execute_all, nproc, device, list(configs), kwargs)
+
+
+def check_gpus(device: str, nproc: int) -> None:
+    """Refuse more CUDA processes than GPUs before any starts (NCCL needs one GPU each)."""
+    import torch
+
+    on_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    count = torch.cuda.device_count() if on_cuda else 0
+    if on_cuda and nproc > count:
+        raise ConfigError(
+            "--nproc",
+            nproc,
+            f"at most {count}, the GPUs of this machine (NCCL needs one GPU per process); "
+            "runtime.device = 'cpu' trains CPU processes (gloo)",
+        )

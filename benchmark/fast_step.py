@@ -191,6 +191,19 @@ class CudaGraphBackend:
         return graph.replay
 
 
+class RerunBackend:
+    """A stand-in for capture: the "replay" runs the step's Python again, eagerly.
+
+    Same kernels as a captured graph, without the graph: on a GPU it tells apart what capture
+    changes (nothing, bit for bit) from what the fused, tensor-lr optimizer step changes; on the
+    CPU it drives the fast path's control flow in tests.
+    """
+
+    def capture(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Return ``fn`` itself as the replay."""
+        return fn
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -39,6 +39,7 @@ def two_rank_config(store: Path, *overrides: str) -> RunConfig:
     return tiny_config(
         store,
         "method.name=bimp",
+        "runtime.device='cpu'",  # gloo processes, also where there is one GPU
         "method.sparsity=0.8",
         "budget.epochs=4",
         "budget.initial_epochs=2",
@@ -176,7 +177,7 @@ def test_run_with_nproc_from_the_command_line(
         "--set",
         "budget.cycles=1",
     ]
-    args += ["--set", "runtime.threads=1", "--json"]
+    args += ["--set", "runtime.threads=1", "--set", "runtime.device='cpu'", "--json"]
     assert main([*args, "--nproc", "3"]) == 2
     assert "data.batch_size" in capsys.readouterr().err
     assert main([*args, "--nproc", "2"]) == 0
@@ -186,6 +187,21 @@ def test_run_with_nproc_from_the_command_line(
     record = json.loads(out)
     assert record["distributed"]["processes"] == 2 and not record["distributed"]["sync_bn"]
     assert record["metrics"]["images_per_s"] > 0
+
+
+def test_more_cuda_processes_than_gpus_are_refused_before_any_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmark.distributed import check_gpus
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_gpus("cuda", 1)
+    check_gpus("cpu", 4)
+    for device in ("cuda", "auto", "cuda:0"):
+        with pytest.raises(ConfigError) as err:
+            check_gpus(device, 2)
+        assert err.value.field == "--nproc" and "at most 1" in str(err.value)
 
 
 # --------------------------------------------------------------------------- launcher

@@ -25,6 +25,7 @@ from benchmark.fast_step import (
     EAGER_WARMUP_ITERS,
     DeviceLearningRates,
     FastPathWarning,
+    RerunBackend,
     StepPlan,
     plan_step,
     uses_channels_last,
@@ -36,9 +37,9 @@ from methods import METHODS, get_method, load_methods
 from methods.base import Method, hooks_graph_safe
 
 
-class ReplayBackend:
-    """Captures by remembering the function; a replay runs it again. ``delay`` seconds per
-    capture stand in for the time a real capture takes."""
+class ReplayBackend(RerunBackend):
+    """Reruns the step as a replay; ``delay`` seconds per capture stand in for the time a real
+    capture takes."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
@@ -47,7 +48,7 @@ class ReplayBackend:
     def capture(self, fn: Callable[[], None]) -> Callable[[], None]:
         time.sleep(self.delay)
         self.captures += 1
-        return fn
+        return super().capture(fn)
 
 
 class FailingBackend:

@@ -106,14 +106,16 @@ def test_a_grown_dense_weight_returns_at_the_next_refresh(tmp_path: Path) -> Non
     layer = 1
     mask, param = trainer.ctx.masks.masks[layer], trainer.ctx.masks.params[layer]
     idx = int(torch.nonzero(mask.reshape(-1) == 0).flatten()[0])
+    # Coordinates, not a flat view: on a GPU the weights are channels_last.
+    pos = tuple(int(i) for i in torch.unravel_index(torch.tensor(idx), mask.shape))
     # Error feedback grew this pruned dense weight: the next refresh must bring it back.
-    method.dense[layer].view(-1)[idx] = 3.0
-    assert float(param.detach().view(-1)[idx]) == 0.0
+    method.dense[layer][pos] = 3.0
+    assert float(param.detach()[pos]) == 0.0
     method.on_iteration_start(15)  # not a refresh step: nothing changes
-    assert float(param.detach().view(-1)[idx]) == 0.0
+    assert float(param.detach()[pos]) == 0.0
     method.on_iteration_start(16)
-    assert bool(trainer.ctx.masks.masks[layer].view(-1)[idx] != 0)
-    assert float(param.detach().view(-1)[idx]) == 3.0
+    assert bool(trainer.ctx.masks.masks[layer][pos] != 0)
+    assert float(param.detach()[pos]) == 3.0
 
 
 def test_forward_uses_masked_weights_and_dense_weights_get_the_update(tmp_path: Path) -> None:

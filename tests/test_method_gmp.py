@@ -146,15 +146,17 @@ def test_soft_variant_revives_a_weight_with_its_value_and_momentum(tmp_path: Pat
     pruned = torch.nonzero(masks[layer].reshape(-1) == 0).flatten()
     assert len(pruned) > 0
     idx = int(pruned[0])
+    # Coordinates, not a flat view: on a GPU the weights are channels_last.
+    pos = tuple(int(i) for i in torch.unravel_index(torch.tensor(idx), masks[layer].shape))
     # The background holds the pruned value; make it the largest so the new mask must keep it.
-    method.background[layer].view(-1)[idx] = 5.0
-    method.background_momentum[layer].view(-1)[idx] = 0.25
+    method.background[layer][pos] = 5.0
+    method.background_momentum[layer][pos] = 0.25
     buffer = trainer.optimizer.state[params[layer]]["momentum_buffer"]
     method.prune_step(4)
     assert masks is not trainer.ctx.masks.masks
-    assert bool(trainer.ctx.masks.masks[layer].view(-1)[idx] != 0)
-    assert float(params[layer].detach().view(-1)[idx]) == 5.0
-    assert float(buffer.view(-1)[idx]) == 0.25  # a revived entry keeps its momentum
+    assert bool(trainer.ctx.masks.masks[layer][pos] != 0)
+    assert float(params[layer].detach()[pos]) == 5.0
+    assert float(buffer[pos]) == 0.25  # a revived entry keeps its momentum
     assert trainer.ctx.record["pruning_steps"][-1]["revived"] >= 1
     # Every pruned entry has zero momentum and zero weight; their values went to background.
     mask = trainer.ctx.masks.masks[layer]

@@ -46,7 +46,8 @@ def test_the_phase_compresses_the_problem_schedule_and_ft_runs_at_its_last_level
     # Step k of the 5-epoch phase takes the 10-epoch schedule's lr at step 2k.
     k = np.arange(n)
     np.testing.assert_allclose(lrs[:n], _stepped_at((2 * k) // ipe))
-    assert {0.1, 0.01, 0.001} == set(np.round(lrs[:n], 12))
+    # Rounded: on the GPU the learning rate reaches the optimizer as a float32 tensor.
+    assert {0.1, 0.01, 0.001} == set(np.round(lrs[:n], 6))
     np.testing.assert_allclose(lrs[n:], 0.001)  # FT: the phase's smallest lr
 
 

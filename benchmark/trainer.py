@@ -125,6 +125,9 @@ class TrainState:
     wall_seconds: float = 0.0
     finalized: bool = False
     pre_finetune: dict[str, Any] | None = None
+    # Wall-clock of every epoch (training and evaluation): the first one also pays
+    # one-time costs (cuDNN autotuning, the first captures), so projections can leave it out.
+    epoch_seconds: list[float] = field(default_factory=list)
 
 
 def _train_state_from_plain(data: dict[str, Any]) -> TrainState:
@@ -514,6 +517,7 @@ class Trainer:
             leave=False,
         )
         for epoch in bar:
+            epoch_start = time.perf_counter()
             if epoch == self.method_epochs and not self.state.finalized:
                 self._finalize()
             stats = self.train_epoch(epoch)
@@ -525,6 +529,7 @@ class Trainer:
                 bar.set_postfix(
                     val=f"{record['val']['top1']:.3f}", loss=f"{stats['train_loss']:.3f}"
                 )
+            self.state.epoch_seconds.append(time.perf_counter() - epoch_start)
             self._save()
             if stop_after is not None and self.state.epoch >= stop_after:
                 return None
@@ -534,6 +539,7 @@ class Trainer:
         metrics = self._pick_finetune(metrics)
         metrics["images_per_s"] = self.state.throughput.images_per_s
         metrics["compile_seconds"] = self.state.throughput.compile_seconds
+        metrics["epoch_seconds"] = list(self.state.epoch_seconds)
         metrics["wall_seconds"] = wall_before + time.perf_counter() - start
         metrics["step"] = self.step_record()
         return metrics

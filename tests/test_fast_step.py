@@ -18,6 +18,7 @@ import pytest
 import torch
 from helpers import comparable, tiny_config
 
+from benchmark.bench_pipeline import projected_minutes
 from benchmark.check_fast_path import CASES, case_config
 from benchmark.config import RunConfig
 from benchmark.errors import ConfigError
@@ -297,6 +298,14 @@ def test_capture_time_is_reported_apart_from_training_time(tmp_path: Path) -> No
     # Every capture happened inside an epoch's timed iterations, yet none is in the timing.
     assert seconds < metrics["wall_seconds"] - captures * delay
     assert metrics["images_per_s"] == pytest.approx(trainer.state.throughput.images / seconds)
+    assert len(metrics["epoch_seconds"]) == trainer.total_epochs
+    assert sum(metrics["epoch_seconds"]) <= metrics["wall_seconds"]
+
+
+def test_a_200_epoch_projection_sets_the_first_epoch_apart() -> None:
+    naive, steady = projected_minutes({"epoch_seconds": [10.0, 2.0, 2.0], "wall_seconds": 15.0})
+    assert naive == pytest.approx(15.0 / 3 * 200 / 60)
+    assert steady == pytest.approx((10.0 + 2.0 * 199) / 60)
 
 
 def test_resuming_a_replayed_run_equals_the_uninterrupted_one(tmp_path: Path) -> None:

@@ -46,10 +46,16 @@ RTOL = 1e-3
 
 
 def case_config(store: Path, case: str, *extra: str) -> RunConfig:
-    """A 3-epoch digits run (plus 1 epoch of FT) of ``case`` with ``extra`` overrides."""
-    name = case.split("-")[0]
+    """A 3-epoch digits run (plus 1 epoch of FT) of ``case`` with ``extra`` overrides.
+
+    ``case`` is a key of :data:`CASES` or any registered method's name (a plugin's, say).
+    """
+    if case in CASES:
+        name, options = case.split("-")[0], CASES[case]
+    else:
+        name, options = case, []
     return tiny_config(
-        store, f"method.name='{name}'", "budget.epochs=3", "finetune.epochs=1", *CASES[case], *extra
+        store, f"method.name='{name}'", "budget.epochs=3", "finetune.epochs=1", *options, *extra
     )
 
 
@@ -128,7 +134,11 @@ def check_case(store: Path, case: str, extra: Sequence[str]) -> list[tuple[bool,
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; 0 when all pass."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated")
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help="comma-separated: the shipped cases, or any method's name (a plugin's too)",
+    )
     parser.add_argument("--set", action="append", default=[], help="extra overrides, e.g. bf16")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():

@@ -20,6 +20,7 @@ from helpers import comparable, tiny_config
 
 from benchmark.bench_pipeline import projected_minutes
 from benchmark.check_fast_path import CASES, case_config
+from benchmark.cli import _step_note
 from benchmark.config import RunConfig
 from benchmark.errors import ConfigError
 from benchmark.fast_step import (
@@ -300,6 +301,23 @@ def test_capture_time_is_reported_apart_from_training_time(tmp_path: Path) -> No
     assert metrics["images_per_s"] == pytest.approx(trainer.state.throughput.images / seconds)
     assert len(metrics["epoch_seconds"]) == trainer.total_epochs
     assert sum(metrics["epoch_seconds"]) <= metrics["wall_seconds"]
+
+
+def test_show_says_how_the_steps_ran() -> None:
+    graphs = {"step": {"mode": "cuda_graphs", "why_eager": ""}, "compile_seconds": 0.25}
+    assert _step_note(graphs) == " (CUDA graphs; 0.2 s capturing, not counted)"
+    eager = {"step": {"mode": "eager", "why_eager": "data-parallel runs (2 processes) ..."}}
+    assert _step_note(eager) == " (eager: data-parallel runs (2 processes) ...)"
+    assert _step_note({"step": {"mode": "eager", "why_eager": ""}}) == ""
+    assert _step_note({}) == ""  # a result stored before the fast path existed
+
+
+def test_any_method_name_is_a_check_case(tmp_path: Path) -> None:
+    # Not a shipped case (a plugin's name works the same way): the method with its defaults.
+    assert "imp" not in CASES
+    cfg = case_config(tmp_path, "imp")
+    assert cfg.method.name == "imp" and cfg.budget.epochs == 3 and cfg.finetune.epochs == 1
+    assert case_config(tmp_path, "lc-geometric").method.params.wd_schedule == "geometric"
 
 
 def test_a_200_epoch_projection_sets_the_first_epoch_apart() -> None:

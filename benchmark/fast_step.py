@@ -38,6 +38,9 @@ from methods.base import Method, hooks_graph_safe
 # Eager iterations of each process before its first capture: cuDNN autotuning, lazy CUDA
 # initialisation and the optimizer's momentum buffers happen in them, never inside a capture.
 EAGER_WARMUP_ITERS = 2
+# Graphs kept at once (each holds its own memory pool): a capture key that keeps changing
+# (LC's mu with a short C-step period) evicts the oldest instead of piling them up.
+MAX_GRAPHS = 4
 
 
 class FastPathWarning(UserWarning):
@@ -258,7 +261,9 @@ class StepRunner:
         self.backend = backend
         self.graphs: dict[Hashable, _Captured] = {}
         self.stats = StepStats()
-        self.batch_size: int | None = None  # a shorter (last) batch steps eagerly
+        # The shapes of the first batch: a batch of other shapes (an epoch's shorter last one,
+        # per-batch padded sequences) steps eagerly rather than capturing a graph of its own.
+        self.static_shapes: tuple[torch.Size, torch.Size] | None = None
 
     def invalidate(self) -> None:
         """Drop every captured graph (an epoch boundary, or an eager event)."""
@@ -295,10 +300,10 @@ class StepRunner:
     def _key(self, x: Tensor, y: Tensor, step: int) -> Hashable | None:
         if not self.plan.capture:
             return None
-        if self.batch_size is None:
-            self.batch_size = x.shape[0]
+        if self.static_shapes is None:
+            self.static_shapes = (x.shape, y.shape)
         done = self.stats.eager + self.stats.replays
-        if done < EAGER_WARMUP_ITERS or x.shape[0] != self.batch_size:
+        if done < EAGER_WARMUP_ITERS or (x.shape, y.shape) != self.static_shapes:
             return None
         method_key = self.key_fn(step)
         if method_key is None:
@@ -337,5 +342,7 @@ class StepRunner:
         self.stats.captures += 1
         self.stats.capture_seconds += spent
         captured = _Captured(replay, inputs, targets)
+        if len(self.graphs) >= MAX_GRAPHS:
+            del self.graphs[next(iter(self.graphs))]  # the oldest
         self.graphs[key] = captured
         return captured, spent

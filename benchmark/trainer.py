@@ -229,6 +229,7 @@ class Trainer:
             evaluate=self.evaluate,
             original_lrs=self.method.schedule_lrs(self.ipe),
             recompute_batchnorm=self.recompute_batchnorm,
+            captured_steps=self.plan.capture,
         )
         self.method.setup(self.ctx, parent_state)
         self.optimizer = torch.optim.SGD(
@@ -318,6 +319,10 @@ class Trainer:
         self.state = _train_state_from_plain(ckpt["state"])
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
+        # A checkpoint also holds its groups' step kernel (fused or not): this run's plan decides.
+        for group in self.optimizer.param_groups:
+            for key in ("fused", "foreach"):
+                group[key] = self.optimizer.defaults.get(key)
         if self.device_lrs is not None:
             self.device_lrs.install()  # a checkpoint holds its own learning-rate values
         self.ctx.masks.load_state_dict(ckpt["masks"], model=self.model)

@@ -56,6 +56,9 @@ class TrainContext:
     record: dict[str, Any] = field(default_factory=dict)
     # Recomputes BatchNorm running statistics of the current network (set by the trainer).
     recompute_batchnorm: Callable[[], None] | None = None
+    # Whether training steps are captured as CUDA graphs (benchmark.fast_step): a per-iteration
+    # value must then come from a device tensor, where the eager path may keep a Python number.
+    captured_steps: bool = False
 
     @property
     def prunable(self) -> list[tuple[str, nn.Parameter]]:
@@ -249,16 +252,26 @@ class Method:
         self.masks_active = bool(state.get("masks_active", False))
 
 
-# The hooks a captured training step runs inside its CUDA graph (see Method.graph_safe).
-CAPTURED_HOOKS = ("before_forward", "extra_loss", "before_step", "after_step")
+# The code a captured training step runs inside its CUDA graph (see Method.graph_safe): the
+# per-iteration hooks, and the parametrization a reparametrizing method puts into the forward.
+CAPTURED_HOOKS = ("before_forward", "extra_loss", "before_step", "after_step", "make_reparam")
 
 
 def hooks_graph_safe(cls: type[Method]) -> bool:
-    """Whether ``cls``'s per-iteration hooks may be captured: its declaration, or, undeclared,
-    whether it keeps the base class's (graph-safe) hooks."""
-    if cls.graph_safe is not None:
-        return bool(cls.graph_safe)
-    return all(getattr(cls, hook) is getattr(Method, hook) for hook in CAPTURED_HOOKS)
+    """Whether ``cls``'s captured code may be captured.
+
+    The nearest ``graph_safe`` declaration in the class hierarchy vouches for the class that
+    makes it and what that class inherits, not for hooks a subclass overrides below it: a
+    subclass that overrides a hook of a declared method must declare again. Undeclared, only
+    the base class's hooks are safe.
+    """
+    mro = [k for k in cls.__mro__ if k is not Method and issubclass(k, Method)]
+    declared = next((i for i, k in enumerate(mro) if "graph_safe" in k.__dict__), None)
+    if declared is not None and mro[declared].__dict__["graph_safe"] is not True:
+        return False
+    limit = len(mro) if declared is None else declared
+    # Any captured hook defined below the declaring class (or anywhere, undeclared) is unsafe.
+    return not any(hook in k.__dict__ for k in mro[:limit] for hook in CAPTURED_HOOKS)
 
 
 METHODS: Registry[type[Method]] = Registry("method")

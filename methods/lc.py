@@ -231,9 +231,12 @@ class LC(PretrainedMethod):
         self.magnitude = torch.empty_like(self.work.flat)
         self.top = FlatBuffer(self.ranked, dtype=torch.bool)
         self.c_steps = 0
-        # The geometric decay changes every iteration: a device scalar, not a baked number.
+        # The geometric decay changes every iteration: captured, it is a device scalar (a Python
+        # number would be baked into the graph); eager, the exact one-kernel add as before.
         geometric = self.params.variant == "decay" and self.params.wd_schedule == "geometric"
-        self.decay_now = torch.zeros((), device=ctx.device) if geometric else None
+        self.decay_now = (
+            torch.zeros((), device=ctx.device) if geometric and ctx.captured_steps else None
+        )
 
     def param_groups(self) -> list[dict[str, Any]]:
         if self.params.variant == "lc":

@@ -25,10 +25,12 @@ from benchmark.config import RunConfig
 from benchmark.errors import ConfigError
 from benchmark.fast_step import (
     EAGER_WARMUP_ITERS,
+    MAX_GRAPHS,
     DeviceLearningRates,
     FastPathWarning,
     RerunBackend,
     StepPlan,
+    StepRunner,
     plan_step,
     uses_channels_last,
 )
@@ -100,10 +102,26 @@ def test_an_undeclared_method_is_graph_safe_only_with_the_base_hooks() -> None:
     class DeclaresSafe(OverridesAHook):
         graph_safe = True
 
+    class InheritsSafeHooks(DeclaresSafe):
+        pass
+
+    class OverridesADeclaredHook(DeclaresSafe):
+        def after_step(self, step: int) -> None:
+            pass
+
+    class OwnReparametrization(get_method("str")):  # type: ignore[misc]
+        def make_reparam(self, weight: torch.nn.Parameter) -> Any:
+            return super().make_reparam(weight)
+
     assert hooks_graph_safe(KeepsBaseHooks)
     assert not hooks_graph_safe(OverridesAHook)
     assert not hooks_graph_safe(DeclaresUnsafe)
     assert hooks_graph_safe(DeclaresSafe)
+    assert hooks_graph_safe(InheritsSafeHooks)
+    # A parent's declaration covers the parent's code, not an override of it.
+    assert not hooks_graph_safe(OverridesADeclaredHook)
+    assert not hooks_graph_safe(OwnReparametrization)  # its parametrization runs in the forward
+    assert hooks_graph_safe(type("PlainSTR", (get_method("str"),), {}))
 
 
 def test_a_cuda_run_of_an_unsafe_method_steps_eagerly_with_one_warning_line() -> None:
@@ -284,10 +302,42 @@ def test_graphs_are_captured_once_per_epoch_and_refreshes_keep_them(tmp_path: Pa
 def test_a_capture_key_change_captures_a_new_graph(tmp_path: Path) -> None:
     # LC's L/C variant bakes mu into its penalty step: a new mu every 4 iterations.
     backend = ReplayBackend()
-    trainer, metrics = fit(case_config(tmp_path, "lc", "finetune.epochs=0"), backend)
+    held: list[int] = []
+    trainer = Trainer(case_config(tmp_path, "lc", "finetune.epochs=0"), graph_backend=backend)
+    capture = trainer.runner._capture
+
+    def recording(*args: Any) -> Any:
+        out = capture(*args)
+        held.append(len(trainer.runner.graphs))
+        return out
+
+    trainer.runner._capture = recording  # type: ignore[method-assign]
+    metrics = trainer.fit()
+    assert metrics is not None
     mus = {trainer.method.mu(s) for s in range(trainer.total_epochs * trainer.ipe)}
     assert len(mus) > trainer.total_epochs
     assert metrics["step"]["captures"] >= len(mus)
+    # Superseded graphs are dropped: never more than MAX_GRAPHS memory pools at once.
+    assert max(held) == MAX_GRAPHS < len(mus)
+
+
+def test_batches_of_other_shapes_step_eagerly_without_a_graph_of_their_own() -> None:
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x: torch.Tensor, y: torch.Tensor, k: int) -> None:
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    plan = StepPlan(capture=True, tensor_lr=False)
+    runner = StepRunner(plan, step, lambda k: (), opt, torch.device("cpu"), ReplayBackend())
+    sizes = [4, 4, 4, 4, 6, 4, 4]  # a batch of another shape at iteration 4
+    for k, n in enumerate(sizes):
+        runner.run(torch.randn(n, 3), torch.randn(n, 2), k)
+    assert runner.stats.eager == EAGER_WARMUP_ITERS + 1  # the warm-up, and the odd batch
+    assert runner.stats.captures == 2  # the odd batch's eager step dropped the first graph
+    assert runner.stats.replays == len(sizes) - runner.stats.eager
 
 
 def test_capture_time_is_reported_apart_from_training_time(tmp_path: Path) -> None:
@@ -336,6 +386,29 @@ def test_resuming_a_replayed_run_equals_the_uninterrupted_one(tmp_path: Path) ->
     assert resumed.try_resume()
     metrics = resumed.fit()
     assert metrics is not None and comparable(metrics) == comparable(full)
+
+
+def test_a_run_resumed_under_another_step_plan_uses_its_own_optimizer_kernel(
+    tmp_path: Path,
+) -> None:
+    # runtime.* is not part of the run id: an eager checkpoint may be resumed on the fast path
+    # (and back). The checkpoint's groups must not bring their kernel choice along.
+    cfg = case_config(tmp_path / "s", "dense")
+    ckpt = tmp_path / "run.pt"
+    assert Trainer(cfg, ckpt).fit(stop_after=1) is None
+    fast = Trainer(cfg, ckpt, graph_backend=ReplayBackend())
+    assert fast.try_resume()
+    assert all(
+        g["fused"] is True and isinstance(g["lr"], torch.Tensor)
+        for g in fast.optimizer.param_groups
+    )
+    assert fast.fit(stop_after=2) is None
+    assert fast.runner.stats.replays > 0 and not fast.runner.stats.failures
+    eager = Trainer(cfg, ckpt)
+    assert eager.try_resume()
+    assert all(not g["fused"] for g in eager.optimizer.param_groups)
+    metrics = eager.fit()
+    assert metrics is not None and metrics["step"]["mode"] == "eager"
 
 
 def test_a_plugin_without_declarations_runs_eagerly_and_says_why(

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from benchmark.config import RunConfig, config_from_dict
 from benchmark.data import DATASETS, DataSource
-from benchmark.fast_step import EAGER_WARMUP_ITERS, DeviceLearningRates
+from benchmark.fast_step import EAGER_WARMUP_ITERS, CudaGraphBackend, DeviceLearningRates
 from benchmark.models import build_model
 from benchmark.pruning import compute_masks
 from benchmark.trainer import (
@@ -129,7 +129,7 @@ def bare_loop(
 
     static_x = batches[0][0].contiguous(memory_format=nhwc).clone()
     static_y = batches[0][1].clone()
-    graph = None
+    replay: Callable[[], None] | None = None
     images, start = 0, 0.0
     for i, (x, y) in enumerate(batches):
         if i == TIMING_WARMUP_ITERS:
@@ -143,32 +143,19 @@ def bare_loop(
         if capture and i >= EAGER_WARMUP_ITERS:
             static_x.copy_(x)
             static_y.copy_(y)
-            if graph is None:
+            if replay is None:
                 sync(device)
                 begin = time.perf_counter()
-                graph = _capture(lambda: step(static_x, static_y), device)
+                replay = CudaGraphBackend(device).capture(lambda: step(static_x, static_y))
                 sync(device)
                 start += time.perf_counter() - begin if i >= TIMING_WARMUP_ITERS else 0.0
-            graph.replay()
+            replay()
         else:
             step(x.contiguous(memory_format=nhwc), y)
         if i >= TIMING_WARMUP_ITERS:
             images += x.shape[0]
     sync(device)
     return images / (time.perf_counter() - start)
-
-
-def _capture(fn: Callable[[], None], device: torch.device) -> torch.cuda.CUDAGraph:
-    """``fn`` recorded as a CUDA graph on a side stream (not run)."""
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):
-        graph.capture_begin()
-        fn()
-        graph.capture_end()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    return graph
 
 
 def bench_config(

@@ -159,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [m for m in [*modes, args.concurrent_mode] if m not in MODES]
     if unknown:
         parser.error(f"--modes = {unknown[0]!r} is invalid; allowed: {', '.join(MODES)}")
+    if any(k < 1 for k in args.concurrent):
+        bad = min(args.concurrent)
+        parser.error(f"--concurrent = {bad} is invalid; allowed: integers >= 1 (runs per GPU)")
     if args.epochs < 2:
         parser.error(f"--epochs = {args.epochs} is invalid; allowed: an integer >= 2 (BIMP)")
     with tempfile.TemporaryDirectory() as tmp:

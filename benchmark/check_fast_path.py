@@ -23,6 +23,7 @@ import torch
 
 from benchmark.config import RunConfig
 from benchmark.contract import comparable, tiny_config
+from benchmark.errors import ConfigError
 from benchmark.fast_step import GraphBackend, RerunBackend
 from benchmark.trainer import Trainer
 
@@ -141,13 +142,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--set", action="append", default=[], help="extra overrides, e.g. bf16")
     args = parser.parse_args(argv)
+    cases = args.cases.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in cases:  # every case's config is checked before anything trains
+            try:
+                case_config(Path(tmp), case, *args.set)
+            except ConfigError as err:
+                parser.error(f"--cases {case}: {err}")
     if not torch.cuda.is_available():
         print("no CUDA device: nothing is captured on the CPU (see tests/test_fast_step.py)")
         return 1
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for case in args.cases.split(","):
+        for case in cases:
             try:
                 results = check_case(Path(tmp) / case, case, args.set)
             except Exception as err:  # noqa: BLE001 - report and go on with the next case

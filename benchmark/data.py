@@ -571,8 +571,40 @@ class _ImageList(SeededList):
         return self.apply(i, default_loader(path)), label
 
 
-class FolderSource(DataSource):
+class FileListSource(DataSource):
+    """A source whose samples are files read by DataLoaders (ImageNet folders, segmentation).
+
+    Subclasses set ``list_class`` (how an item is read), ``_train_items`` / ``_test_items``, the
+    split indices and ``eval_transform``, and define ``_load(data, batch_size, generator)``.
+    """
+
+    list_class: type[SeededList]
+    _train_items: Sequence[Any]
+    _test_items: Sequence[Any]
+    eval_transform: Callable[..., Any]
+
+    def _load(self, data: Any, batch_size: int, g: torch.Generator | None) -> Iterator[Batch]:
+        """Batches of ``data`` from a DataLoader (``g`` seeds its shuffling and workers)."""
+        raise NotImplementedError
+
+    def _eval_list(self, split: str) -> SeededList:
+        """``split``'s items in their fixed order, with the evaluation transform."""
+        if split == "test":
+            test = torch.arange(self.num_test)
+            return self.list_class(self._test_items, test, self.eval_transform)
+        idx = self.train_indices if split == "train" else self.val_indices
+        return self.list_class(self._train_items, idx, self.eval_transform)
+
+    def _example_inputs(self, n: int) -> Tensor:
+        data = self._eval_list("test")
+        data.order = data.order[:n]
+        return next(self._load(data, n, None))[0]
+
+
+class FolderSource(FileListSource):
     """ImageNet-style class folders under ``root/train`` and ``root/val``, read by DataLoaders."""
+
+    list_class = _ImageList
 
     def __init__(self, cfg: DataConfig, device: torch.device) -> None:
         train_set = _image_folder(Path(cfg.root) / "train")
@@ -589,8 +621,8 @@ class FolderSource(DataSource):
         self.train_indices, self.val_indices = stratified_split(
             labels, cfg.val_fraction, cfg.split_seed
         )
-        self._train_samples = train_set.samples
-        self._test_samples = test_set.samples
+        self._train_items = train_set.samples
+        self._test_items = test_set.samples
         self.num_train = len(self.train_indices)
         self.num_val = len(self.val_indices)
         self.num_test = len(test_set.samples)
@@ -612,7 +644,7 @@ class FolderSource(DataSource):
         g = epoch_generator(seed, epoch)
         order = self.train_indices[torch.randperm(self.num_train, generator=g)]
         seeds = torch.randint(0, 2**62, (self.num_train,), generator=g)
-        data = _ImageList(self._train_samples, order, self.train_transform, seeds)
+        data = _ImageList(self._train_items, order, self.train_transform, seeds)
         # This process's slice of every global batch (all of it with one process).
         batches = [
             list(range(*self.shard_range(start, min(start + self.batch_size, self.num_train))))
@@ -627,17 +659,6 @@ class FolderSource(DataSource):
         data = self._eval_list(_check_split(split))
         data.order = data.order[slice(*self.eval_range(split))]
         yield from self._load(data, self.eval_batch_size, None)
-
-    def _eval_list(self, split: str) -> _ImageList:
-        if split == "test":
-            return _ImageList(self._test_samples, torch.arange(self.num_test), self.eval_transform)
-        idx = self.train_indices if split == "train" else self.val_indices
-        return _ImageList(self._train_samples, idx, self.eval_transform)
-
-    def _example_inputs(self, n: int) -> Tensor:
-        data = self._eval_list("test")
-        data.order = data.order[:n]
-        return next(self._load(data, n, None))[0]
 
     def _load(
         self,

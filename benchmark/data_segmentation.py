@@ -41,6 +41,7 @@ from benchmark.data import (
     IMAGENET_STD,
     Batch,
     DataSource,
+    FileListSource,
     SeededList,
     _check_split,
     epoch_generator,
@@ -126,10 +127,11 @@ def pad_collate(items: list[tuple[Tensor, Tensor]]) -> Batch:
     return images, masks
 
 
-class SegmentationSource(DataSource):
+class SegmentationSource(FileListSource):
     """Image/mask pairs read by DataLoaders: fixed splits and deterministic batches."""
 
     task = "segmentation"
+    list_class = SegmentationList
 
     def __init__(
         self,
@@ -158,7 +160,7 @@ class SegmentationSource(DataSource):
         self.train_indices, self.val_indices = stratified_split(
             torch.zeros(len(train), dtype=torch.int64), cfg.val_fraction, cfg.split_seed
         )
-        self._train, self._test = list(train), list(test)
+        self._train_items, self._test_items = list(train), list(test)
         self.num_train = len(self.train_indices)
         self.num_val = len(self.val_indices)
         self.num_test = len(test)
@@ -176,7 +178,7 @@ class SegmentationSource(DataSource):
         g = epoch_generator(seed, epoch)
         order = self.train_indices[torch.randperm(self.num_train, generator=g)]
         seeds = torch.randint(0, 2**62, (self.num_train,), generator=g)
-        data = SegmentationList(self._train, order, self.train_transform, seeds)
+        data = SegmentationList(self._train_items, order, self.train_transform, seeds)
         batch = min(self.batch_size, self.num_train)
         yield from self._load(data, batch, g, drop_last=True)
 
@@ -184,17 +186,6 @@ class SegmentationSource(DataSource):
         """Yield ``split`` in a fixed order, short side resized to the base size."""
         data = self._eval_list(_check_split(split))
         yield from self._load(data, self.eval_batch_size, None)
-
-    def _eval_list(self, split: str) -> SegmentationList:
-        if split == "test":
-            return SegmentationList(self._test, torch.arange(self.num_test), self.eval_transform)
-        idx = self.train_indices if split == "train" else self.val_indices
-        return SegmentationList(self._train, idx, self.eval_transform)
-
-    def _example_inputs(self, n: int) -> Tensor:
-        data = self._eval_list("test")
-        data.order = data.order[:n]
-        return next(self._load(data, n, None))[0]
 
     def _load(
         self,

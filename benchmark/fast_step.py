@@ -263,7 +263,7 @@ class StepRunner:
         self.stats = StepStats()
         # The shapes of the first batch: a batch of other shapes (an epoch's shorter last one,
         # per-batch padded sequences) steps eagerly rather than capturing a graph of its own.
-        self.static_shapes: tuple[torch.Size, torch.Size] | None = None
+        self.static_shapes: tuple[object, ...] | None = None
 
     def invalidate(self) -> None:
         """Drop every captured graph (an epoch boundary, or an eager event)."""
@@ -300,15 +300,16 @@ class StepRunner:
     def _key(self, x: Tensor, y: Tensor, step: int) -> Hashable | None:
         if not self.plan.capture:
             return None
+        shapes = (x.shape, x.dtype, y.shape, y.dtype)
         if self.static_shapes is None:
-            self.static_shapes = (x.shape, y.shape)
+            self.static_shapes = shapes
         done = self.stats.eager + self.stats.replays
-        if done < EAGER_WARMUP_ITERS or (x.shape, y.shape) != self.static_shapes:
+        if done < EAGER_WARMUP_ITERS or shapes != self.static_shapes:
             return None
-        method_key = self.key_fn(step)
-        if method_key is None:
+        # Every captured batch has the static shapes: the method's key alone tells graphs apart.
+        key = self.key_fn(step)
+        if key is None:
             return None
-        key = (method_key, tuple(x.shape), x.dtype, tuple(y.shape), y.dtype)
         if key not in self.graphs and not momentum_ready(self.optimizer):
             return None
         return key

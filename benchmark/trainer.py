@@ -258,6 +258,13 @@ class Trainer:
             backend=graph_backend,
             run_id=cfg.run_id,
         )
+        # No autocast weight cache on the fast path: a cached cast would outlive its graph.
+        self._autocast = torch.autocast(
+            self.device.type,
+            dtype=torch.bfloat16,
+            enabled=cfg.optim.bf16,
+            cache_enabled=False if self.plan.capture else None,
+        )
         self._in_method = True
         self._forward: Any = self.model
         self._loss_scale = 1.0
@@ -379,15 +386,6 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
 
-    def _autocast(self) -> torch.autocast:
-        # No autocast weight cache on the fast path: a cached cast would outlive its graph.
-        return torch.autocast(
-            self.device.type,
-            dtype=torch.bfloat16,
-            enabled=self.cfg.optim.bf16,
-            cache_enabled=False if self.plan.capture else None,
-        )
-
     def _capture_key(self, step: int) -> Any:
         """The graph iteration ``step`` replays (None: eager); see Method.capture_key."""
         if not self._in_method:
@@ -404,7 +402,7 @@ class Trainer:
         in_method = self._in_method
         if in_method:
             method.before_forward(step)
-        with self._autocast():
+        with self._autocast:
             loss = self.task.loss(self._forward, x, y)
             extra = method.extra_loss(step) if in_method else None
             if extra is not None:
@@ -463,7 +461,7 @@ class Trainer:
         sync(device)
         elapsed = time.perf_counter() - t0 - capture_seconds if t0 is not None else 0.0
         loss_sum, seen, timed_images, elapsed = self.dp.reduce_epoch(
-            self.loss_sum.clone(), seen, timed_images, elapsed
+            self.loss_sum, seen, timed_images, elapsed
         )
         if t0 is not None:
             self.state.throughput.images += timed_images
@@ -557,7 +555,6 @@ class Trainer:
             "captures": stats.captures,
             "replays": stats.replays,
             "eager_iterations": stats.eager,
-            "bf16": self.cfg.optim.bf16,
         }
 
     def _pick_finetune(self, after: dict[str, Any]) -> dict[str, Any]:

@@ -394,8 +394,11 @@ def test_a_run_resumed_under_another_step_plan_uses_its_own_optimizer_kernel(
     # runtime.* is not part of the run id: an eager checkpoint may be resumed on the fast path
     # (and back). The checkpoint's groups must not bring their kernel choice along.
     cfg = case_config(tmp_path / "s", "dense")
+    # Eager also on a GPU (where "auto" would capture); the same run id.
+    eager_cfg = case_config(tmp_path / "s", "dense", "runtime.cuda_graphs='off'")
+    assert eager_cfg.run_id == cfg.run_id
     ckpt = tmp_path / "run.pt"
-    assert Trainer(cfg, ckpt).fit(stop_after=1) is None
+    assert Trainer(eager_cfg, ckpt).fit(stop_after=1) is None
     fast = Trainer(cfg, ckpt, graph_backend=ReplayBackend())
     assert fast.try_resume()
     assert all(
@@ -404,7 +407,7 @@ def test_a_run_resumed_under_another_step_plan_uses_its_own_optimizer_kernel(
     )
     assert fast.fit(stop_after=2) is None
     assert fast.runner.stats.replays > 0 and not fast.runner.stats.failures
-    eager = Trainer(cfg, ckpt)
+    eager = Trainer(eager_cfg, ckpt)
     assert eager.try_resume()
     assert all(not g["fused"] for g in eager.optimizer.param_groups)
     metrics = eager.fit()

@@ -4,6 +4,7 @@ before (eager steps) and after (captured CUDA graphs, channels_last, bf16) side 
     python -m benchmark.bench                       # ResNet-56, batch 128, CPU: bare vs harness
     python -m benchmark.bench --methods all         # also each method's images/s relative to dense
     python -m benchmark.bench --device cuda --methods all --models resnet18,vgg16,wrn28_10,resnet50
+    python -m benchmark.bench --ops --methods str,cs,dst   # operations per iteration (any device)
 
 On CUDA every figure is printed for three modes: ``eager`` (``runtime.cuda_graphs = "off"``,
 fp32, NCHW: the harness before the fast path), ``fast`` (the defaults: captured steps and
@@ -43,6 +44,8 @@ MODES: dict[str, dict[str, dict[str, object]]] = {
     "fast": {"runtime": {}, "optim": {}},
     "fast-bf16": {"runtime": {}, "optim": {"bf16": True}},
     "channels-last": {"runtime": {"cuda_graphs": "off", "channels_last": "on"}, "optim": {}},
+    # The fast path with STR, CS and DST reparametrizing layer by layer (before batching them).
+    "fast-per-layer": {"runtime": {"reparam": "per-layer"}, "optim": {}},
 }
 
 # Input shape and classes of the models benchmarked dense (ImageNet's for resnet50).
@@ -221,6 +224,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (CUDA if present)")
     parser.add_argument("--deterministic", action="store_true", help="reproducible GPU kernels")
     parser.add_argument(
+        "--ops",
+        action="store_true",
+        help="print the operations (~kernel launches) one forward and backward pass runs per "
+        "method, per-layer and batched reparametrization, and exit",
+    )
+    parser.add_argument(
         "--modes",
         default="",
         help=f"comma-separated, of {', '.join(MODES)} (default: eager,fast,fast-bf16 on "
@@ -247,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of "
         f"{args.repeats}" + (", deterministic kernels" if args.deterministic else "")
     )
+    if args.ops:
+        _count_methods(args)
+        return
     rows = ("bare loop", "harness dense", "harness + masks")
     table: dict[str, dict[str, float]] = {row: {} for row in rows}
     for mode in args.modes:
@@ -314,6 +326,26 @@ def _bench_methods(args: argparse.Namespace) -> None:
             for m in args.modes
         )
         print(f"{name:10s}" + cells)
+
+
+def _count_methods(args: argparse.Namespace) -> None:
+    """Operations of one forward and backward pass per method: a proxy for GPU launches."""
+    from benchmark.op_count import count_ops, training_pass
+    from methods import load_methods
+
+    load_methods()
+    names = ["dense", *(args.methods or "str,cs,dst").split(",")]
+    x, y = args.batches[0]
+    print(f"\noperations per forward and backward pass of {args.model} (optimizer step left out)")
+    print(f"{'method':10s}{'per-layer':>12s}{'batched':>12s}")
+    for name in dict.fromkeys(names):
+        counts = []
+        for reparam in ("per-layer", "batched"):
+            runtime = {**args.runtime, "reparam": reparam, "cuda_graphs": "off"}
+            trainer = Trainer(bench_config(args.model, {"name": name}, args.batch, runtime))
+            training_pass(trainer, x, y)  # the first pass makes layouts and constants
+            counts.append(sum(count_ops(lambda t=trainer: training_pass(t, x, y)).values()))
+        print(f"{name:10s}{counts[0]:12d}{counts[1]:12d}")
 
 
 def _bench_models(args: argparse.Namespace) -> None:

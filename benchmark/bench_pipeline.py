@@ -196,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{step.get('mode')} (captures {step.get('captures')}, "
                 f"eager {step.get('eager_iterations')}) {step.get('why_eager', '')}"
             )
+            epochs = ", ".join(f"{e:.2f}" for e in m["epoch_seconds"])
+            print(f"{'':10s} epoch wall-clock (training, evaluation, checkpoint): {epochs} s")
         for k in args.concurrent:
             res = concurrent(args, args.concurrent_mode, Path(tmp) / f"shared{k}", k)
             if not res:

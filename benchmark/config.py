@@ -143,6 +143,11 @@ class RuntimeConfig:
     # Conv weights and inputs in NHWC memory layout: "auto" for convolutional models on CUDA
     # (where it is faster), "on" also on the CPU, "off" never. Results agree to float noise.
     channels_last: typing.Literal["auto", "on", "off"] = "auto"
+    # STR, CS and DST: every layer's reparametrized weight from one pass over all of P
+    # ("batched": a few dozen kernels per iteration instead of ~20 per layer, which on a GPU
+    # cost more than the convolutions) or layer by layer ("per-layer"). Results agree to float
+    # noise (the extra parameters' gradients are summed in another order).
+    reparam: typing.Literal["batched", "per-layer"] = "batched"
 
 
 @dataclass

@@ -24,6 +24,11 @@ stamp "bench"
 timeout 175 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods all \
     --models resnet18,vgg16,wrn28_10,resnet50 2>&1 | tee "$LOGS/bench.log"
 
+# 1b. STR, CS and DST reparametrized layer by layer (before) against the batched default above.
+stamp "bench per-layer reparametrization"
+timeout 60 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods str,cs,dst \
+    --modes fast-per-layer 2>&1 | tee "$LOGS/bench_per_layer.log"
+
 # 2. The real pipeline: prunebench run, BIMP, 50,000 stand-in images, 5 epochs, per mode; then
 #    4 runs sharing the GPU.
 stamp "pipeline"

@@ -13,6 +13,11 @@ reparametrized model, switches every parametrization to its final (hard) form, r
 parametrizations keeping the final weights (exact zeros where pruned), installs the zero
 pattern as the hard mask and records the test accuracy again (the pruning stability).
 
+Inside a model forward, a method that defines :meth:`ReparamMethod.batched_weights` computes all
+layers' weights in one pass over the flat vector of P instead (``runtime.reparam = "batched"``,
+the default; methods._batched): the same values from a few dozen operations instead of ~20 per
+layer, which is what a GPU step of these methods spends its time on.
+
 A checkpoint written after ``finalize`` (during post-training fine-tuning) holds the plain
 model. ``setup`` cannot know that yet (the trainer loads the model's state before the method's),
 so a load-state-dict pre-hook on the model removes the parametrizations when the incoming state
@@ -30,6 +35,7 @@ from torch.utils.hooks import RemovableHandle
 
 from benchmark.metrics import pruning_stability
 from benchmark.pruning import PRUNABLE_TYPES, MaskStore
+from methods._batched import BatchedWeights, FlatLayout
 from methods.base import Method, TrainContext
 
 if TYPE_CHECKING:
@@ -43,12 +49,29 @@ DECAY_MODES = ("reference", "once")
 class WeightReparam(nn.Module):
     """A parametrization of one prunable weight: ``forward(w)`` is the weight the layer uses.
 
-    ``final`` switches ``forward`` to the form the pruned model keeps after training.
+    Subclasses define :meth:`weight_of`, the layer's own formula. ``final`` switches it to the
+    form the pruned model keeps after training. Inside a model forward of a method that batches
+    its layers (``runtime.reparam = "batched"``), ``forward`` returns this layer's share of the
+    method's one pass over all of P instead (the same values, see methods._batched).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.final = False
+        self.batch: BatchedWeights | None = None
+        self.index = -1
+
+    def forward(self, weight: Tensor) -> Tensor:
+        """The weight the layer uses."""
+        if self.batch is not None and not self.final:
+            shared = self.batch.get(self.index)
+            if shared is not None:
+                return shared
+        return self.weight_of(weight)
+
+    def weight_of(self, weight: Tensor) -> Tensor:
+        """This layer's weight computed on its own (also the final form when ``final``)."""
+        raise NotImplementedError
 
     def keep_mask(self, weight: Tensor) -> Tensor:
         """The ``bool`` mask of the entries that would survive if training stopped now."""
@@ -98,6 +121,8 @@ class ReparamMethod(Method):
         self.reparams: list[WeightReparam] = []
         self.owners: list[nn.Module] = []
         self._hook: RemovableHandle | None = None
+        self._batch_hooks: list[RemovableHandle] = []
+        self._layout: FlatLayout | None = None
 
     # ---------------------------------------------------------------- what subclasses define
     def make_reparam(self, weight: nn.Parameter) -> WeightReparam:
@@ -106,6 +131,15 @@ class ReparamMethod(Method):
 
     def before_final(self) -> None:
         """Called right before the final pruning step (e.g. to set the final temperature)."""
+
+    def batched_weights(self, layout: FlatLayout, weights: list[Tensor]) -> list[Tensor]:
+        """Every layer's weight from one pass over all of P (``weights``: the trained tensors).
+
+        Optional: a method that does not override it reparametrizes layer by layer. Build it
+        from ``layout.flatten`` / ``layout.unflatten`` and methods._batched.expand; the values
+        must be those of each layer's ``weight_of``.
+        """
+        raise NotImplementedError
 
     # ---------------------------------------------------------------- setup
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
@@ -121,6 +155,31 @@ class ReparamMethod(Method):
             self.reparams.append(reparam)
             self.owners.append(module)
         self._hook = ctx.model.register_load_state_dict_pre_hook(self._on_load)
+        if self.cfg.runtime.reparam == "batched" and self.reparams:
+            self._batch_layers(ctx.model)
+
+    def _batch_layers(self, model: nn.Module) -> None:
+        """Compute every layer's weight in one pass per model forward, if the method can."""
+        if type(self).batched_weights is ReparamMethod.batched_weights:
+            return  # no batched form: layer by layer
+        batch = BatchedWeights(self._compute_batched)
+        for index, reparam in enumerate(self.reparams):
+            reparam.batch, reparam.index = batch, index
+        self._batch_hooks = [
+            model.register_forward_pre_hook(batch.open),
+            model.register_forward_hook(batch.close, always_call=True),
+        ]
+
+    def _layout_of(self, weights: list[Tensor]) -> FlatLayout:
+        # Rebuilt if the weights moved or changed memory layout since it was made.
+        if self._layout is None or not self._layout.matches(weights):
+            self._layout = FlatLayout(weights)
+        return self._layout
+
+    def _compute_batched(self) -> list[Tensor]:
+        assert self.ctx is not None
+        weights = list(self.ctx.masks.params)
+        return self.batched_weights(self._layout_of(weights), weights)
 
     def extra_parameters(self) -> list[nn.Parameter]:
         """The method's extra parameters, in a fixed order."""
@@ -196,6 +255,10 @@ class ReparamMethod(Method):
         assert ctx is not None
         for reparam in self.reparams:
             reparam.final = True
+            reparam.batch = None
+        for handle in self._batch_hooks:
+            handle.remove()
+        self._batch_hooks = []
         for module in self.owners:
             parametrize.remove_parametrizations(module, WEIGHT, leave_parametrized)
         self.reparams, self.owners = [], []

@@ -254,7 +254,14 @@ class Method:
 
 # The code a captured training step runs inside its CUDA graph (see Method.graph_safe): the
 # per-iteration hooks, and the parametrization a reparametrizing method puts into the forward.
-CAPTURED_HOOKS = ("before_forward", "extra_loss", "before_step", "after_step", "make_reparam")
+CAPTURED_HOOKS = (
+    "before_forward",
+    "extra_loss",
+    "before_step",
+    "after_step",
+    "make_reparam",
+    "batched_weights",
+)
 
 
 def hooks_graph_safe(cls: type[Method]) -> bool:

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from benchmark.config import RunConfig, check
+from methods._batched import FlatLayout
 from methods._reparam import ReparamMethod, WeightReparam, validate_decay
 from methods.base import MethodInfo, TrainContext, register_method
 
@@ -82,7 +83,7 @@ class SoftMask(WeightReparam):
         self.beta = beta
         self.gate_sum: Tensor | None = None
 
-    def forward(self, weight: Tensor) -> Tensor:
+    def weight_of(self, weight: Tensor) -> Tensor:
         """The softly masked weight; times the hard mask [m > 0] once ``final`` is set."""
         gate = torch.sigmoid(self.beta * self.logits)
         if self.final:
@@ -153,6 +154,7 @@ class CS(ReparamMethod):
         super().__init__(cfg)
         self.beta = torch.ones(())
         self.total_iters = 0
+        self._gate_sum: Tensor | None = None
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
@@ -184,10 +186,25 @@ class CS(ReparamMethod):
         self.set_temperature(step)
 
     def extra_loss(self, step: int) -> Tensor | None:
-        penalties = [r.penalty() for r in self.reparams if isinstance(r, SoftMask)]
-        if self.params.l1 == 0 or not penalties:
+        # The forward summed the gates already: the batched pass all at once, else each layer.
+        total, self._gate_sum = self._gate_sum, None
+        masks = self.soft_masks()
+        if total is None and masks:
+            total = torch.stack([m.penalty() for m in masks]).sum()
+        if self.params.l1 == 0 or total is None:
             return None
-        return self.params.l1 * torch.stack(penalties).sum()
+        return self.params.l1 * total
+
+    def batched_weights(self, layout: FlatLayout, weights: list[Tensor]) -> list[Tensor]:
+        masks = self.soft_masks()
+        gate = torch.sigmoid(self.beta * layout.flatten([m.logits for m in masks]))
+        if torch.is_grad_enabled():
+            self._gate_sum = gate.sum()
+        return layout.unflatten(layout.flatten(weights) * (gate * masks[0].scale))
+
+    def soft_masks(self) -> list[SoftMask]:
+        """The layers' parametrizations, in the order of P."""
+        return [r for r in self.reparams if isinstance(r, SoftMask)]
 
     def before_final(self) -> None:
         self.set_temperature(self.total_iters)

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from benchmark.config import RunConfig, check
+from methods._batched import FlatLayout, expand, segment_sum
 from methods._reparam import ReparamMethod, WeightReparam, validate_decay
 from methods.base import MethodInfo, register_method
 
@@ -69,6 +70,11 @@ def step_derivative(x: Tensor) -> Tensor:
     return a.mul(-4.0).add_(2.0).clamp_(min=0.4).masked_fill_(a > 1, 0.0)
 
 
+def hard_masked(weight: Tensor, magnitude: Tensor, threshold: Tensor) -> Tensor:
+    """w step(|w| - t) with the long-tailed derivative; ``threshold`` broadcast against w."""
+    return weight * LongTailStep.apply(magnitude - threshold)
+
+
 class ChannelThreshold(WeightReparam):
     """w * step(|w| - t) with one trainable threshold t per output channel."""
 
@@ -90,12 +96,11 @@ class ChannelThreshold(WeightReparam):
             self.threshold.masked_fill_(collapsed, 0.0)
             self.resets += collapsed
 
-    def forward(self, weight: Tensor) -> Tensor:
+    def weight_of(self, weight: Tensor) -> Tensor:
         """The hard-masked weight (also the final weight)."""
         magnitude = weight.abs()
         self.reset_if_collapsed(magnitude)
-        mask = LongTailStep.apply(magnitude - self.threshold.view(self.shape))
-        return weight * mask
+        return hard_masked(weight, magnitude, self.threshold.view(self.shape))
 
     def keep_mask(self, weight: Tensor) -> Tensor:
         return weight.abs() > self.threshold.view(self.shape)
@@ -174,6 +179,8 @@ class DST(ReparamMethod):
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.thresholds: list[nn.Parameter] = []
+        self._collapse_at: Tensor | None = None
+        self._flat_thresholds: Tensor | None = None
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
@@ -187,9 +194,44 @@ class DST(ReparamMethod):
         return reparam
 
     def extra_loss(self, step: int) -> Tensor | None:
+        # The batched forward's thresholds, if it ran: one gradient path into them, not two.
+        flat, self._flat_thresholds = self._flat_thresholds, None
         if self.params.alpha == 0 or not self.thresholds:
             return None
-        return self.params.alpha * penalty(self.thresholds)
+        return self.params.alpha * (penalty(self.thresholds) if flat is None else penalty([flat]))
+
+    def batched_weights(self, layout: FlatLayout, weights: list[Tensor]) -> list[Tensor]:
+        layers = self.channel_thresholds()
+        flat = layout.flatten(weights)
+        magnitude = flat.abs()
+        self._reset_collapsed(layout, magnitude, layers)
+        thresholds = torch.cat([r.threshold for r in layers])
+        if torch.is_grad_enabled():
+            self._flat_thresholds = thresholds
+        per_entry = expand(thresholds, layout.channel_of_entry, layout.channel_lengths)
+        return layout.unflatten(hard_masked(flat, magnitude, per_entry))
+
+    def _reset_collapsed(
+        self, layout: FlatLayout, magnitude: Tensor, layers: list[ChannelThreshold]
+    ) -> None:
+        """``reset_if_collapsed`` of every layer at once (no host sync)."""
+        if self._collapse_at is None or self._collapse_at.device != layout.device:
+            # Made on the first (eager) forward, never inside a graph capture.
+            limits = [float(r.collapse_at) for r in layers]
+            self._collapse_at = torch.tensor(limits, dtype=torch.float64, device=layout.device)
+        with torch.no_grad():
+            thresholds = torch.cat([r.threshold for r in layers])
+            above = magnitude > thresholds.index_select(0, layout.channel_of_entry)
+            # Counted in float64: exact for any layer size (segment sums take floats only).
+            kept = segment_sum(above.to(torch.float64), layout.layer_lengths)
+            collapsed = kept <= self._collapse_at
+            reset = thresholds.masked_fill(collapsed.index_select(0, layout.layer_of_channel), 0)
+            torch._foreach_copy_([r.threshold for r in layers], list(reset.split(layout.channels)))
+            torch._foreach_add_([r.resets for r in layers], list(collapsed.long().unbind()))
+
+    def channel_thresholds(self) -> list[ChannelThreshold]:
+        """The layers' parametrizations, in the order of P."""
+        return [r for r in self.reparams if isinstance(r, ChannelThreshold)]
 
     def finalize(self) -> None:
         resets = [r.resets for r in self.reparams if isinstance(r, ChannelThreshold)]

@@ -113,6 +113,10 @@ def test_an_undeclared_method_is_graph_safe_only_with_the_base_hooks() -> None:
         def make_reparam(self, weight: torch.nn.Parameter) -> Any:
             return super().make_reparam(weight)
 
+    class OwnBatchedPass(get_method("str")):  # type: ignore[misc]
+        def batched_weights(self, layout: Any, weights: Any) -> Any:
+            return super().batched_weights(layout, weights)
+
     assert hooks_graph_safe(KeepsBaseHooks)
     assert not hooks_graph_safe(OverridesAHook)
     assert not hooks_graph_safe(DeclaresUnsafe)
@@ -121,6 +125,7 @@ def test_an_undeclared_method_is_graph_safe_only_with_the_base_hooks() -> None:
     # A parent's declaration covers the parent's code, not an override of it.
     assert not hooks_graph_safe(OverridesADeclaredHook)
     assert not hooks_graph_safe(OwnReparametrization)  # its parametrization runs in the forward
+    assert not hooks_graph_safe(OwnBatchedPass)  # so does its batched pass
     assert hooks_graph_safe(type("PlainSTR", (get_method("str"),), {}))
 
 

@@ -155,7 +155,9 @@ class ReparamMethod(Method):
             self.reparams.append(reparam)
             self.owners.append(module)
         self._hook = ctx.model.register_load_state_dict_pre_hook(self._on_load)
-        if self.cfg.runtime.reparam == "batched" and self.reparams:
+        # CPU and CUDA only: the segmented sum of the batched backward has no kernel elsewhere.
+        batchable = ctx.device.type in ("cpu", "cuda")
+        if self.cfg.runtime.reparam == "batched" and self.reparams and batchable:
             self._batch_layers(ctx.model)
 
     def _batch_layers(self, model: nn.Module) -> None:

@@ -435,3 +435,18 @@ def test_a_plugin_without_declarations_runs_eagerly_and_says_why(
         _, metrics = fit(cfg, ReplayBackend())
     assert metrics["step"]["mode"] == "eager" and metrics["step"]["captures"] == 0
     assert "graph_safe" in metrics["step"]["why_eager"]
+
+
+def test_profile_pipeline_reports_a_window_of_real_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmark.profile_pipeline import main as profile_main
+
+    args = ["--device", "cpu", "--root", str(tmp_path), "--size", "200", "--batch", "32"]
+    profile_main([*args, "--model", "cnn_small", "--mode", "eager", "--skip", "2", "--iters", "3"])
+    out = capsys.readouterr().out
+    assert "bimp, cnn_small, batch 32, mode eager, cpu: 3 iterations after 2" in out
+    assert "ms per iteration" in out and "aten::" in out
+    with pytest.raises(SystemExit):
+        profile_main([*args, "--skip", "5", "--iters", "3"])  # 8 batches: more than 200 images
+    assert "--size = 200 is invalid" in capsys.readouterr().err

@@ -1,0 +1,161 @@
+"""Where a real training epoch spends its time: torch.profiler over steady-state iterations.
+
+    python -m benchmark.profile_pipeline --device cuda --mode fast-bf16    # BIMP, ResNet-56
+    python -m benchmark.profile_pipeline --device cpu --size 1000 --iters 5
+
+Trains the first epoch of the pipeline ``benchmark.bench_pipeline`` measures (stand-in
+CIFAR-10, the real data source with its augmentation, the trainer, the method) in this process
+and profiles ``--iters`` iterations after ``--skip`` of them (past warm-up and capture). It
+prints the wall-clock per iteration, the device time its kernels took (so how much of the
+window the device was busy: the rest is the device waiting for the host), and the operations
+and kernels that took the most time. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+from benchmark.bench import MODES
+from benchmark.bench_pipeline import ensure_cifar
+from benchmark.config import DataConfig, load_config
+from benchmark.trainer import Trainer, sync
+
+
+def pipeline_config(args: argparse.Namespace, store: Path) -> Any:
+    """The config of one ``bench_pipeline`` run in ``args.mode`` (one epoch)."""
+    sets = [
+        "data.name='cifar10'",
+        f"data.root={str(args.root)!r}",
+        "data.check_integrity=false",
+        f"data.batch_size={args.batch}",
+        f"model.name={args.model!r}",
+        f"method.name={args.method!r}",
+        f"output.dir={str(store)!r}",
+        "logging.progress=false",
+        f"runtime.device={args.device!r}",
+    ]
+    if args.method == "bimp":
+        sets += ["budget.epochs=2", "budget.initial_epochs=1", "budget.cycles=1"]
+    for section, values in MODES[args.mode].items():
+        sets += [f"{section}.{k}={v!r}".replace("True", "true") for k, v in values.items()]
+    return load_config(None, sets)
+
+
+def device_time_key(events: Any) -> str:
+    """The profiler's name for an event's own device time (renamed in torch 2.4)."""
+    new = "self_device_time_total"
+    return new if not events or hasattr(events[0], new) else "self_cuda_time_total"
+
+
+def device_seconds(events: Any) -> float:
+    """Summed time of the kernels (and copies) the device ran (seconds)."""
+    key = device_time_key(events)
+    # Only the device's own events: a CPU operation's device time is its kernels' again.
+    on_device = [
+        e
+        for e in events
+        if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+    ]
+    return sum(getattr(e, key) for e in on_device) / 1e6
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Profile steady-state iterations of the real pipeline and print where the time goes."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=None, help="stand-in CIFAR-10 folder")
+    parser.add_argument("--size", type=int, default=50_000, help="training images to write")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--model", default="resnet56")
+    parser.add_argument("--method", default="bimp")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--mode", default="fast-bf16", help=f"one of {', '.join(MODES)}")
+    parser.add_argument("--skip", type=int, default=20, help="iterations before the window")
+    parser.add_argument("--iters", type=int, default=50, help="profiled iterations")
+    parser.add_argument("--top", type=int, default=15, help="rows of the table")
+    args = parser.parse_args(argv)
+    if args.mode not in MODES:
+        parser.error(f"--mode = {args.mode!r} is invalid; allowed: {', '.join(MODES)}")
+    if args.skip < 0:
+        parser.error(f"--skip = {args.skip} is invalid; allowed: an integer >= 0")
+    if args.iters < 1:
+        parser.error(f"--iters = {args.iters} is invalid; allowed: an integer >= 1")
+    # The training split is what the validation fraction leaves of --size.
+    needed = math.ceil((args.skip + args.iters) * args.batch / (1 - DataConfig().val_fraction))
+    if args.size < needed:
+        parser.error(
+            f"--size = {args.size} is invalid; allowed: >= {needed} (the profiled batches)"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.root is None:
+            args.root = Path(tmp) / "cifar"
+        ensure_cifar(args.root, args.size)
+        trainer = Trainer(pipeline_config(args, Path(tmp) / "runs"))
+        window = _profile_epoch(trainer, args)
+    _report(window, trainer, args)
+
+
+def _profile_epoch(trainer: Trainer, args: argparse.Namespace) -> dict[str, Any]:
+    """Train one epoch, profiling iterations [skip, skip + iters); the window's figures."""
+    device = trainer.device
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    run = trainer.runner.run
+    state: dict[str, Any] = {"done": 0}
+    prof = profile(activities=activities)
+
+    def profiled_run(x: torch.Tensor, y: torch.Tensor, step: int) -> float:
+        # The window opens before iteration ``skip`` and closes after its last iteration.
+        if state["done"] == args.skip:
+            sync(device)
+            prof.__enter__()
+            state["start"] = time.perf_counter()
+        spent = run(x, y, step)
+        state["done"] += 1
+        if state["done"] == args.skip + args.iters:
+            sync(device)
+            state["seconds"] = time.perf_counter() - state["start"]
+            prof.__exit__(None, None, None)
+        return spent
+
+    trainer.runner.run = profiled_run  # type: ignore[method-assign]
+    trainer.train_epoch(0)
+    state["profile"] = prof
+    return state
+
+
+def _report(window: dict[str, Any], trainer: Trainer, args: argparse.Namespace) -> None:
+    prof = window["profile"]
+    events = prof.key_averages()
+    seconds = window["seconds"]
+    per_iter_ms = 1e3 * seconds / args.iters
+    busy = device_seconds(events)
+    print(
+        f"{args.method}, {args.model}, batch {args.batch}, mode {args.mode}, "
+        f"{trainer.device}: {args.iters} iterations after {args.skip}"
+    )
+    print(
+        f"wall-clock {per_iter_ms:.3f} ms per iteration ({args.batch / per_iter_ms * 1e3:.0f} "
+        f"images/s, profiler overhead included); step {trainer.step_record()}"
+    )
+    if trainer.device.type == "cuda":
+        print(
+            f"device busy {1e3 * busy / args.iters:.3f} ms per iteration: "
+            f"{100 * busy / seconds:.0f}% of the window (the rest: the device waiting)"
+        )
+    sort = device_time_key(events) if trainer.device.type == "cuda" else "self_cpu_time_total"
+    print(events.table(sort_by=sort, row_limit=args.top))
+
+
+if __name__ == "__main__":
+    main()

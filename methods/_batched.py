@@ -10,14 +10,15 @@ of the result. Per-layer and per-channel parameters reach the elements through a
 The flat vector follows each weight's memory order (NHWC for channels_last convolutions), so the
 views handed to the layers keep their memory format and no layout conversion is added.
 
-:class:`BatchedWeights` computes the batch once per model forward: a forward pre-hook on the
-model opens it, a forward hook closes it. A weight read outside a model forward (finalizing,
+:class:`BatchedWeights` computes the batch once per training forward: a forward pre-hook on the
+model opens it, a forward hook closes it. A weight read outside one (evaluation, finalizing,
 masks, a submodule called alone) takes the per-layer path, so correctness never depends on the
 hooks.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
@@ -104,6 +105,11 @@ class FlatLayout:
         return self._index(self.channel_lengths.tolist())
 
     @cached_property
+    def channels_per_layer(self) -> Tensor:
+        """The number of output channels of each layer (the channel spans' layer spans)."""
+        return torch.tensor(self.channels, device=self.device)
+
+    @cached_property
     def layer_of_channel(self) -> Tensor:
         """For each output channel (counted over all layers), its layer's number."""
         return self._index(self.channels)
@@ -137,27 +143,59 @@ def segment_sum(flat: Tensor, lengths: Tensor) -> Tensor:
 
 
 class BatchedWeights:
-    """Every layer's weight from one call of ``compute``, made at most once per model forward."""
+    """Every layer's weight from one call of ``compute``, made at most once per training forward.
 
-    def __init__(self, compute: Callable[[], list[Tensor]]) -> None:
+    Only forwards with gradients batch: an evaluation or generation forward may use a part of
+    the model (a decoder step), and computing all of P for it would be waste. A training forward
+    must read every layer's weight: a layer it skipped would get a zero gradient here (weight
+    decay and momentum would move it) where the per-layer path leaves it without one. The first
+    forward that skips one therefore switches this model to the per-layer path, with a warning.
+    """
+
+    def __init__(self, compute: Callable[[], list[Tensor]], what: str = "") -> None:
         self.compute = compute
+        self.what = what
         self.active = False
+        self.disabled = False
         self.weights: list[Tensor] | None = None
+        self.read: set[int] = set()
 
     def open(self, *_: Any) -> None:
-        """Model forward pre-hook: the next weight read computes them all."""
-        self.active = True
+        """Model forward pre-hook: in a training forward the next weight read computes them all."""
+        self.active = torch.is_grad_enabled() and not self.disabled
         self.weights = None
+        self.read = set()
 
-    def close(self, *_: Any) -> None:
+    def close(self, module: Any = None, args: Any = None, output: Any = None) -> None:
         """Model forward hook: weights read from now on take the per-layer path."""
+        finished = output is not None  # None: the forward raised (the hook always runs)
+        if finished and self.weights is not None and len(self.read) < len(self.weights):
+            self.disabled = True
+            warnings.warn(
+                f"{self.what}: a training forward used {len(self.read)} of the "
+                f"{len(self.weights)} prunable layers; reparametrizing layer by layer from now "
+                "on (set runtime.reparam = 'per-layer' to start that way)",
+                stacklevel=2,
+            )
         self.active = False
         self.weights = None
 
     def get(self, index: int) -> Tensor | None:
-        """Layer ``index``'s weight inside a model forward; None outside one."""
+        """Layer ``index``'s weight inside a training forward; None outside one."""
         if not self.active:
             return None
         if self.weights is None:
             self.weights = self.compute()
+        self.read.add(index)
         return self.weights[index]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BatchedWeights:
+        # A copied model reparametrizes layer by layer: the batch computes the method's layers,
+        # which are the original model's, not the copy's.
+        copied = BatchedWeights(_no_batch, self.what)
+        copied.disabled = True
+        return copied
+
+
+def _no_batch() -> list[Tensor]:
+    raise RuntimeError("a disabled batch computes nothing")

@@ -164,7 +164,7 @@ class ReparamMethod(Method):
         """Compute every layer's weight in one pass per model forward, if the method can."""
         if type(self).batched_weights is ReparamMethod.batched_weights:
             return  # no batched form: layer by layer
-        batch = BatchedWeights(self._compute_batched)
+        batch = BatchedWeights(self._compute_batched, f"{self.name} ({self.cfg.run_id})")
         for index, reparam in enumerate(self.reparams):
             reparam.batch, reparam.index = batch, index
         self._batch_hooks = [

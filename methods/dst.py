@@ -222,8 +222,10 @@ class DST(ReparamMethod):
         with torch.no_grad():
             thresholds = torch.cat([r.threshold for r in layers])
             above = magnitude > thresholds.index_select(0, layout.channel_of_entry)
-            # Counted in float64: exact for any layer size (segment sums take floats only).
-            kept = segment_sum(above.to(torch.float64), layout.layer_lengths)
+            # Segment sums take floats only: counted per channel in float32 (exact up to 2^24
+            # entries per channel), then per layer in float64 (exact for any layer).
+            per_channel = segment_sum(above.to(torch.float32), layout.channel_lengths)
+            kept = segment_sum(per_channel.to(torch.float64), layout.channels_per_layer)
             collapsed = kept <= self._collapse_at
             reset = thresholds.masked_fill(collapsed.index_select(0, layout.layer_of_channel), 0)
             torch._foreach_copy_([r.threshold for r in layers], list(reset.split(layout.channels)))

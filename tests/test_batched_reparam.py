@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from pathlib import Path
 
@@ -176,3 +177,40 @@ def test_weights_read_outside_a_forward_take_the_per_layer_path(tmp_path: Path) 
 def test_unknown_reparam_mode_is_refused_naming_the_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="runtime.reparam"):
         tiny_config(tmp_path, "method.name=str", "runtime.reparam='fused'")
+
+
+def test_a_training_forward_that_skips_a_layer_switches_to_the_per_layer_path(
+    tmp_path: Path,
+) -> None:
+    t = trainer(tmp_path, "str", "batched")
+    x, y = first_batch(t)
+    batch = t.method.reparams[0].batch
+    assert batch is not None and not batch.disabled
+    # A forward that reads only the first layer's weight (as a model skipping a branch would).
+    first = t.method.owners[0]
+    t.model.forward = lambda inputs: first.weight.sum()  # type: ignore[method-assign]
+    with pytest.warns(UserWarning, match="used 1 of the"):
+        t.model(x)
+    del t.model.forward
+    assert batch.disabled
+    calls = []
+    t.method.batched_weights = lambda *a: calls.append(1) or []  # type: ignore[method-assign]
+    assert torch.isfinite(training_pass(t, x, y))
+    assert calls == []  # from now on layer by layer
+
+
+def test_evaluation_forwards_and_copies_reparametrize_layer_by_layer(tmp_path: Path) -> None:
+    t = trainer(tmp_path, "dst", "batched")
+    x, y = first_batch(t)
+    calls = []
+    t.method.batched_weights = lambda *a: calls.append(1) or []  # type: ignore[method-assign]
+    with torch.no_grad():
+        t.model(x)
+    assert calls == []  # no gradients: the layers' own formulas
+    copied = copy.deepcopy(t.model)
+    copies = [m for m in copied.modules() if isinstance(m, ChannelThreshold)]
+    assert copies and all(r.batch is not None and r.batch.disabled for r in copies)
+    copied.train()
+    copied(x).sum().backward()  # the copy trains layer by layer
+    assert calls == []
+    assert all(not r.batch.disabled for r in t.method.reparams)

@@ -36,8 +36,10 @@ def ensure_cifar(root: Path, size: int) -> None:
         write_cifar10(root, per_batch=size // 5, n_test=10_000, signal=0.5)
 
 
-def run_command(args: argparse.Namespace, mode: str, store: Path, seed: int = 0) -> list[str]:
-    """The ``prunebench run`` command line of one mode."""
+def pipeline_overrides(
+    args: argparse.Namespace, mode: str, store: Path, seed: int = 0
+) -> list[str]:
+    """The config overrides (``key=value``) of one mode's run: BIMP, ``args.epochs`` epochs."""
     sets = {
         "data.name": "cifar10",
         "data.root": str(args.root),
@@ -55,10 +57,17 @@ def run_command(args: argparse.Namespace, mode: str, store: Path, seed: int = 0)
     }
     for section, values in MODES[mode].items():
         sets.update({f"{section}.{k}": v for k, v in values.items()})
+    return [
+        f"{key}={json.dumps(value) if not isinstance(value, str) else repr(value)}"
+        for key, value in sets.items()
+    ]
+
+
+def run_command(args: argparse.Namespace, mode: str, store: Path, seed: int = 0) -> list[str]:
+    """The ``prunebench run`` command line of one mode."""
     command = [sys.executable, "-m", "benchmark.cli", "run", "--json", "--force"]
-    for key, value in sets.items():
-        text = json.dumps(value) if not isinstance(value, str) else repr(value)
-        command += ["--set", f"{key}={text}"]
+    for override in pipeline_overrides(args, mode, store, seed):
+        command += ["--set", override]
     return command
 
 

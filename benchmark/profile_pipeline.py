@@ -26,29 +26,15 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from benchmark.bench import MODES
-from benchmark.bench_pipeline import ensure_cifar
+from benchmark.bench_pipeline import ensure_cifar, pipeline_overrides
 from benchmark.config import DataConfig, load_config
 from benchmark.trainer import Trainer, sync
 
 
 def pipeline_config(args: argparse.Namespace, store: Path) -> Any:
-    """The config of one ``bench_pipeline`` run in ``args.mode`` (one epoch)."""
-    sets = [
-        "data.name='cifar10'",
-        f"data.root={str(args.root)!r}",
-        "data.check_integrity=false",
-        f"data.batch_size={args.batch}",
-        f"model.name={args.model!r}",
-        f"method.name={args.method!r}",
-        f"output.dir={str(store)!r}",
-        "logging.progress=false",
-        f"runtime.device={args.device!r}",
-    ]
-    if args.method == "bimp":
-        sets += ["budget.epochs=2", "budget.initial_epochs=1", "budget.cycles=1"]
-    for section, values in MODES[args.mode].items():
-        sets += [f"{section}.{k}={v!r}".replace("True", "true") for k, v in values.items()]
-    return load_config(None, sets)
+    """The config of ``bench_pipeline``'s run in ``args.mode``, two epochs long."""
+    args.epochs = 2  # the first epoch is profiled; BIMP needs a second one for its cycle
+    return load_config(None, pipeline_overrides(args, args.mode, store))
 
 
 def device_time_key(events: Any) -> str:
@@ -76,7 +62,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=50_000, help="training images to write")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--model", default="resnet56")
-    parser.add_argument("--method", default="bimp")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--mode", default="fast-bf16", help=f"one of {', '.join(MODES)}")
     parser.add_argument("--skip", type=int, default=20, help="iterations before the window")
@@ -141,7 +126,7 @@ def _report(window: dict[str, Any], trainer: Trainer, args: argparse.Namespace) 
     per_iter_ms = 1e3 * seconds / args.iters
     busy = device_seconds(events)
     print(
-        f"{args.method}, {args.model}, batch {args.batch}, mode {args.mode}, "
+        f"bimp, {args.model}, batch {args.batch}, mode {args.mode}, "
         f"{trainer.device}: {args.iters} iterations after {args.skip}"
     )
     print(

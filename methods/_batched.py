@@ -49,7 +49,12 @@ class FlatLayout:
         self.strides = [w.stride() for w in weights]
         self.numels = [w.numel() for w in weights]
         self.channels = [s[0] if s else 1 for s in self.shapes]
-        self.total = sum(self.numels)
+        # Each layer's view of the flat vector: its shape in memory order, then the permutation
+        # back to the weight's own dimension order.
+        self.views = [
+            (tuple(shape[d] for d in order), tuple(order.index(d) for d in range(len(order))))
+            for shape, order in zip(self.shapes, self.orders, strict=True)
+        ]
 
     def matches(self, weights: Sequence[Tensor]) -> bool:
         """Whether ``weights`` still have this layout's device, shapes and memory layouts."""
@@ -70,13 +75,11 @@ class FlatLayout:
         """Views of ``flat``, one per layer, with the weights' shapes and memory layouts."""
         # split, not narrow: its backward is one cat of the layers' gradients, where each
         # narrow's would be a zero-filled vector of all of P.
-        views = []
         parts = flat.split(self.numels)
-        for part, shape, order in zip(parts, self.shapes, self.orders, strict=True):
-            permuted = tuple(shape[d] for d in order)
-            inverse = tuple(order.index(d) for d in range(len(order)))
-            views.append(part.view(permuted).permute(inverse))
-        return views
+        return [
+            part.view(permuted).permute(inverse)
+            for part, (permuted, inverse) in zip(parts, self.views, strict=True)
+        ]
 
     def _index(self, lengths: list[int]) -> Tensor:
         ids = torch.arange(len(lengths), dtype=torch.int32)

@@ -26,7 +26,7 @@ dict has the plain weight names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -76,6 +76,9 @@ class WeightReparam(nn.Module):
     def keep_mask(self, weight: Tensor) -> Tensor:
         """The ``bool`` mask of the entries that would survive if training stopped now."""
         raise NotImplementedError
+
+
+Reparam = TypeVar("Reparam", bound=WeightReparam)
 
 
 def validate_decay(cfg: RunConfig) -> None:
@@ -182,6 +185,10 @@ class ReparamMethod(Method):
         assert self.ctx is not None
         weights = list(self.ctx.masks.params)
         return self.batched_weights(self._layout_of(weights), weights)
+
+    def reparams_of(self, kind: type[Reparam]) -> list[Reparam]:
+        """The layers' parametrizations (all of type ``kind``), in the order of P."""
+        return [r for r in self.reparams if isinstance(r, kind)]
 
     def extra_parameters(self) -> list[nn.Parameter]:
         """The method's extra parameters, in a fixed order."""

@@ -188,7 +188,7 @@ class CS(ReparamMethod):
     def extra_loss(self, step: int) -> Tensor | None:
         # The forward summed the gates already: the batched pass all at once, else each layer.
         total, self._gate_sum = self._gate_sum, None
-        masks = self.soft_masks()
+        masks = self.reparams_of(SoftMask)
         if total is None and masks:
             total = torch.stack([m.penalty() for m in masks]).sum()
         if self.params.l1 == 0 or total is None:
@@ -196,15 +196,11 @@ class CS(ReparamMethod):
         return self.params.l1 * total
 
     def batched_weights(self, layout: FlatLayout, weights: list[Tensor]) -> list[Tensor]:
-        masks = self.soft_masks()
+        masks = self.reparams_of(SoftMask)
         gate = torch.sigmoid(self.beta * layout.flatten([m.logits for m in masks]))
         if torch.is_grad_enabled():
             self._gate_sum = gate.sum()
         return layout.unflatten(layout.flatten(weights) * (gate * masks[0].scale))
-
-    def soft_masks(self) -> list[SoftMask]:
-        """The layers' parametrizations, in the order of P."""
-        return [r for r in self.reparams if isinstance(r, SoftMask)]
 
     def before_final(self) -> None:
         self.set_temperature(self.total_iters)

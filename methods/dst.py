@@ -201,7 +201,7 @@ class DST(ReparamMethod):
         return self.params.alpha * (penalty(self.thresholds) if flat is None else penalty([flat]))
 
     def batched_weights(self, layout: FlatLayout, weights: list[Tensor]) -> list[Tensor]:
-        layers = self.channel_thresholds()
+        layers = self.reparams_of(ChannelThreshold)
         flat = layout.flatten(weights)
         magnitude = flat.abs()
         self._reset_collapsed(layout, magnitude, layers)
@@ -231,12 +231,8 @@ class DST(ReparamMethod):
             torch._foreach_copy_([r.threshold for r in layers], list(reset.split(layout.channels)))
             torch._foreach_add_([r.resets for r in layers], list(collapsed.long().unbind()))
 
-    def channel_thresholds(self) -> list[ChannelThreshold]:
-        """The layers' parametrizations, in the order of P."""
-        return [r for r in self.reparams if isinstance(r, ChannelThreshold)]
-
     def finalize(self) -> None:
-        resets = [r.resets for r in self.reparams if isinstance(r, ChannelThreshold)]
+        resets = [r.resets for r in self.reparams_of(ChannelThreshold)]
         super().finalize()
         assert self.ctx is not None
         self.ctx.record["threshold_resets"] = int(sum(int(n) for n in resets))

@@ -125,10 +125,6 @@ class STR(ReparamMethod):
         return SoftThreshold(float(self.params.s_init), weight)
 
     def batched_weights(self, layout: FlatLayout, weights: list[Tensor]) -> list[Tensor]:
-        thresholds = torch.sigmoid(torch.stack([r.s for r in self.soft_thresholds()]))
+        thresholds = torch.sigmoid(torch.stack([r.s for r in self.reparams_of(SoftThreshold)]))
         per_entry = expand(thresholds, layout.layer_of_entry, layout.layer_lengths)
         return layout.unflatten(soft_threshold(layout.flatten(weights), per_entry))
-
-    def soft_thresholds(self) -> list[SoftThreshold]:
-        """The layers' parametrizations, in the order of P."""
-        return [r for r in self.reparams if isinstance(r, SoftThreshold)]

@@ -70,7 +70,7 @@ def test_dst_batched_pass_resets_collapsed_layers_like_the_per_layer_one(tmp_pat
     per_layer = trainer(tmp_path, "dst", "per-layer")
     batched = trainer(tmp_path, "dst", "batched")
     for t in (per_layer, batched):
-        layers = [r for r in t.method.reparams if isinstance(r, ChannelThreshold)]
+        layers = t.method.reparams_of(ChannelThreshold)
         with torch.no_grad():
             layers[0].threshold.fill_(100.0)  # keeps nothing: collapses, reset to 0
             layers[1].threshold.fill_(-1.0)  # keeps everything

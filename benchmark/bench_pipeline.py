@@ -5,8 +5,9 @@
 
 Each mode is a fresh ``prunebench run`` process on a stand-in CIFAR-10 (written by
 ``prunebench fake-data cifar10`` unless ``--root`` holds one), with evaluation and a checkpoint
-every epoch, as a user's run. It prints the images/s the result records (capture time excluded,
-reported as compile seconds), the wall-clock, and the wall-clock projected to 200 epochs. With
+every epoch, as a user's run. It prints the images/s the result records (capture time and the
+iterations on new batch shapes excluded, reported apart), the wall-clock, where each epoch's
+wall-clock went, and the wall-clock projected to 200 epochs. With
 ``--concurrent K`` it also starts K runs at once on the one GPU and prints their aggregate
 images/s against one run alone. Prints figures; asserts nothing.
 """
@@ -86,6 +87,20 @@ def projected_minutes(metrics: dict[str, Any], epochs: int = PAPER_EPOCHS) -> tu
         return naive, naive
     steady = done[0] + sum(done[1:]) / (len(done) - 1) * (epochs - 1)
     return naive, steady / 60
+
+
+def phase_lines(metrics: dict[str, Any]) -> list[str]:
+    """Each epoch's wall-clock and where it went (seconds), as printable lines."""
+    from benchmark.trainer import EPOCH_PHASES
+
+    lines = [f"{'epoch':>5s} {'wall s':>7s} " + " ".join(f"{p:>10s}" for p in EPOCH_PHASES)]
+    phases = metrics.get("epoch_phases", [])
+    for i, wall in enumerate(metrics["epoch_seconds"]):
+        parts = phases[i] if i < len(phases) else {}
+        cells = " ".join(f"{parts[p]:10.2f}" if p in parts else f"{'-':>10s}" for p in EPOCH_PHASES)
+        lines.append(f"{i + 1:5d} {wall:7.2f} {cells}")
+    lines.append(f"warm-up on new batch shapes: {metrics.get('warmup_seconds', 0.0):.2f} s")
+    return lines
 
 
 def data_only(args: argparse.Namespace) -> float:
@@ -205,8 +220,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{step.get('mode')} (captures {step.get('captures')}, "
                 f"eager {step.get('eager_iterations')}) {step.get('why_eager', '')}"
             )
-            epochs = ", ".join(f"{e:.2f}" for e in m["epoch_seconds"])
-            print(f"{'':10s} epoch wall-clock (training, evaluation, checkpoint): {epochs} s")
+            for line in phase_lines(m):
+                print(f"{'':10s} {line}")
         for k in args.concurrent:
             res = concurrent(args, args.concurrent_mode, Path(tmp) / f"shared{k}", k)
             if not res:

@@ -145,7 +145,11 @@ def _step_note(metrics: dict) -> str:
     if not step:
         return ""
     if step.get("mode") == "cuda_graphs":
-        return f" (CUDA graphs; {metrics.get('compile_seconds', 0.0):.1f} s capturing, not counted)"
+        untimed = f"{metrics.get('compile_seconds', 0.0):.1f} s capturing"
+        warmup = metrics.get("warmup_seconds", 0.0)
+        if warmup >= 0.05:
+            untimed += f", {warmup:.1f} s on new batch shapes (kernel autotuning)"
+        return f" (CUDA graphs; {untimed}, not counted)"
     return f" (eager: {step['why_eager']})" if step.get("why_eager") else ""
 
 

@@ -91,7 +91,15 @@ def contract_config(store: Path, name: str, overrides: Sequence[str] = ()) -> Ru
 
 # Metrics that depend on the machine and the process, not on the training (timings, and how
 # many CUDA graphs this process captured).
-PROCESS_METRICS = ("images_per_s", "wall_seconds", "compile_seconds", "epoch_seconds", "step")
+PROCESS_METRICS = (
+    "images_per_s",
+    "wall_seconds",
+    "compile_seconds",
+    "warmup_seconds",
+    "epoch_seconds",
+    "epoch_phases",
+    "step",
+)
 
 
 def comparable(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ METRIC_COLUMNS = {
     "images_per_s": ("images_per_s",),
     "wall_seconds": ("wall_seconds",),
     "compile_seconds": ("compile_seconds",),
+    "warmup_seconds": ("warmup_seconds",),
     "step_mode": ("step", "mode"),
 }
 ENVIRONMENT_COLUMNS = (

@@ -41,6 +41,10 @@ from methods.base import Method, TrainContext
 # Iterations at the start of every epoch left out of the images/s figure (allocator warm-up,
 # first-touch of caches, cudnn autotuning).
 TIMING_WARMUP_ITERS = 2
+# The parts of an epoch's wall-clock that a result records per epoch: training (iterations
+# and the method's epoch hooks; "capture" and "warmup" are parts of it), evaluation (with the
+# final prune and its evaluation before fine-tuning) and the checkpoint's write.
+EPOCH_PHASES = ("train", "capture", "warmup", "evaluate", "checkpoint")
 
 
 CHECKPOINT_KEYS = ("run_id", "state", "model", "optimizer", "masks", "method", "record", "rng")
@@ -108,6 +112,10 @@ class Throughput:
     seconds: float = 0.0
     # Seconds spent capturing CUDA graphs: part of the wall-clock, never of ``seconds``.
     compile_seconds: float = 0.0
+    # Seconds of iterations on a batch shape new to the process (cuDNN autotunes its kernels
+    # there: on a GPU the short last batch of the first epoch pays seconds for it). Part of
+    # the wall-clock, never of ``seconds``; their images are not counted either.
+    warmup_seconds: float = 0.0
 
     @property
     def images_per_s(self) -> float:
@@ -125,9 +133,13 @@ class TrainState:
     wall_seconds: float = 0.0
     finalized: bool = False
     pre_finetune: dict[str, Any] | None = None
-    # Wall-clock of every epoch (training and evaluation): the first one also pays
-    # one-time costs (cuDNN autotuning, the first captures), so projections can leave it out.
+    # Wall-clock of every epoch (training, evaluation, checkpoint): the first one also pays
+    # one-time costs (cuDNN autotuning, the first captures), so projections can set it apart.
+    # An epoch's checkpoint holds its time before that checkpoint's own write.
     epoch_seconds: list[float] = field(default_factory=list)
+    # Where each epoch's wall-clock went (EPOCH_PHASES; "capture" and "warmup" are part of
+    # "train"); an epoch written by a checkpoint lacks only its own "checkpoint" entry.
+    epoch_phases: list[dict[str, float]] = field(default_factory=list)
 
 
 def _train_state_from_plain(data: dict[str, Any]) -> TrainState:
@@ -269,6 +281,9 @@ class Trainer:
         self._forward: Any = self.model
         self._loss_scale = 1.0
         self._capture_counted = 0.0
+        # Batch shapes this process has trained on (a new one autotunes kernels: not timed).
+        self._trained_shapes: set[tuple[int, ...]] = set()
+        self._untimed: dict[str, float] = {}  # the last epoch's capture and warm-up seconds
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
@@ -436,6 +451,7 @@ class Trainer:
         seen = 0
         timed_images = 0
         capture_seconds = 0.0
+        warmup_seconds = 0.0
         t0 = None
         batches = self.data.train_batches(epoch, self.cfg.seed)
         if self.ipe >= 200 and self.cfg.logging.progress:
@@ -453,22 +469,36 @@ class Trainer:
             self._loss_scale = self.dp.loss_scale(
                 it, x.shape[0], self.data.num_train, self.data.batch_size
             )
+            shape = tuple(x.shape)
+            new_shape = t0 is not None and shape not in self._trained_shapes
+            if new_shape:
+                sync(device)
+                begin = time.perf_counter()
             spent = self.runner.run(x, y, step)
+            self._trained_shapes.add(shape)
             seen += x.shape[0]
-            if t0 is not None:
+            if new_shape:
+                sync(device)
+                # Capture time (if this iteration captured) is counted once, as capture.
+                warmup_seconds += time.perf_counter() - begin - spent
+                capture_seconds += spent
+            elif t0 is not None:
                 timed_images += x.shape[0]
                 capture_seconds += spent
         sync(device)
-        elapsed = time.perf_counter() - t0 - capture_seconds if t0 is not None else 0.0
+        untimed = capture_seconds + warmup_seconds
+        elapsed = time.perf_counter() - t0 - untimed if t0 is not None else 0.0
         loss_sum, seen, timed_images, elapsed = self.dp.reduce_epoch(
             self.loss_sum, seen, timed_images, elapsed
         )
         if t0 is not None:
             self.state.throughput.images += timed_images
             self.state.throughput.seconds += elapsed
+        self.state.throughput.warmup_seconds += warmup_seconds
         # Capture time of this process since the last epoch (a resumed run adds to its own).
         captured = self.runner.stats.capture_seconds
         self.state.throughput.compile_seconds += captured - self._capture_counted
+        self._untimed = {"capture": captured - self._capture_counted, "warmup": warmup_seconds}
         self._capture_counted = captured
         self.dp.sync_buffers(model)
         train_loss = float(loss_sum) / max(seen, 1)
@@ -523,9 +553,14 @@ class Trainer:
             epoch_start = time.perf_counter()
             if epoch == self.method_epochs and not self.state.finalized:
                 self._finalize()
+            finalized = time.perf_counter()
             stats = self.train_epoch(epoch)
+            trained = time.perf_counter()
             record = self._epoch_record(epoch, stats)
             self.state.history.append(record)
+            phases = {"train": trained - finalized, **self._untimed}
+            # The final prune (its pre-fine-tuning evaluation) counts as evaluation.
+            phases["evaluate"] = time.perf_counter() - trained + finalized - epoch_start
             self.state.epoch = epoch + 1
             self.state.wall_seconds = wall_before + time.perf_counter() - start
             if "val" in record:
@@ -533,7 +568,11 @@ class Trainer:
                     val=f"{record['val']['top1']:.3f}", loss=f"{stats['train_loss']:.3f}"
                 )
             self.state.epoch_seconds.append(time.perf_counter() - epoch_start)
+            self.state.epoch_phases.append(phases)
+            saving = time.perf_counter()
             self._save()
+            phases["checkpoint"] = time.perf_counter() - saving
+            self.state.epoch_seconds[-1] += phases["checkpoint"]
             if stop_after is not None and self.state.epoch >= stop_after:
                 return None
         if not self.state.finalized:
@@ -542,7 +581,9 @@ class Trainer:
         metrics = self._pick_finetune(metrics)
         metrics["images_per_s"] = self.state.throughput.images_per_s
         metrics["compile_seconds"] = self.state.throughput.compile_seconds
+        metrics["warmup_seconds"] = self.state.throughput.warmup_seconds
         metrics["epoch_seconds"] = list(self.state.epoch_seconds)
+        metrics["epoch_phases"] = [dict(p) for p in self.state.epoch_phases]
         metrics["wall_seconds"] = wall_before + time.perf_counter() - start
         metrics["step"] = self.step_record()
         return metrics

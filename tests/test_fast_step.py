@@ -18,7 +18,7 @@ import pytest
 import torch
 from helpers import comparable, tiny_config
 
-from benchmark.bench_pipeline import projected_minutes
+from benchmark.bench_pipeline import phase_lines, projected_minutes
 from benchmark.check_fast_path import CASES, case_config
 from benchmark.cli import _step_note
 from benchmark.config import RunConfig
@@ -35,7 +35,7 @@ from benchmark.fast_step import (
     uses_channels_last,
 )
 from benchmark.models import build_model
-from benchmark.trainer import Trainer
+from benchmark.trainer import EPOCH_PHASES, TIMING_WARMUP_ITERS, Trainer
 from benchmark.validation import validate
 from methods import METHODS, get_method, load_methods
 from methods.base import Method, hooks_graph_safe
@@ -358,9 +358,57 @@ def test_capture_time_is_reported_apart_from_training_time(tmp_path: Path) -> No
     assert sum(metrics["epoch_seconds"]) <= metrics["wall_seconds"]
 
 
+def test_a_new_batch_shape_is_warm_up_not_training_time(tmp_path: Path) -> None:
+    cfg = case_config(tmp_path, "dense", "data.batch_size=100")
+    trainer = Trainer(cfg, None, None, graph_backend=ReplayBackend())
+    batch, short = 100, trainer.data.num_train % 100
+    assert short > 0 and trainer.ipe > TIMING_WARMUP_ITERS + 1
+    delay = 0.25
+    run = trainer.runner.run
+
+    def slow_short_batches(x: torch.Tensor, y: torch.Tensor, step: int) -> float:
+        if x.shape[0] != batch:
+            time.sleep(delay)  # what cuDNN autotuning costs a new shape on a GPU
+        return run(x, y, step)
+
+    trainer.runner.run = slow_short_batches  # type: ignore[method-assign]
+    metrics = trainer.fit()
+    assert metrics is not None
+    epochs = trainer.total_epochs
+    # Only the first short batch is warm-up: later ones are timed (and counted) as training.
+    assert delay <= metrics["warmup_seconds"] < 2 * delay
+    timed = epochs * (trainer.data.num_train - TIMING_WARMUP_ITERS * batch) - short
+    assert trainer.state.throughput.images == timed
+    assert trainer.state.throughput.seconds >= (epochs - 1) * delay
+    phases = metrics["epoch_phases"]
+    assert len(phases) == epochs and all(set(p) == set(EPOCH_PHASES) for p in phases)
+    assert phases[0]["warmup"] >= delay and all(p["warmup"] == 0.0 for p in phases[1:])
+    for wall, part in zip(metrics["epoch_seconds"], phases, strict=True):
+        assert part["train"] >= part["capture"] + part["warmup"]
+        spent = part["train"] + part["evaluate"] + part["checkpoint"]
+        assert spent <= wall <= spent + 0.05
+
+
+def test_a_checkpoint_keeps_the_phases_of_the_epochs_before_it(tmp_path: Path) -> None:
+    cfg = case_config(tmp_path, "dense")
+    path = tmp_path / "ckpt.pt"
+    assert Trainer(cfg, path).fit(stop_after=2) is None
+    resumed = Trainer(cfg, path)
+    assert resumed.try_resume()
+    first, second = resumed.state.epoch_phases
+    assert "checkpoint" in first and "checkpoint" not in second  # written before its own write
+    metrics = resumed.fit()
+    assert metrics is not None and len(metrics["epoch_phases"]) == resumed.total_epochs
+
+
 def test_show_says_how_the_steps_ran() -> None:
     graphs = {"step": {"mode": "cuda_graphs", "why_eager": ""}, "compile_seconds": 0.25}
     assert _step_note(graphs) == " (CUDA graphs; 0.2 s capturing, not counted)"
+    tuned = {**graphs, "warmup_seconds": 1.5}
+    assert _step_note(tuned) == (
+        " (CUDA graphs; 0.2 s capturing, 1.5 s on new batch shapes (kernel autotuning), "
+        "not counted)"
+    )
     eager = {"step": {"mode": "eager", "why_eager": "data-parallel runs (2 processes) ..."}}
     assert _step_note(eager) == " (eager: data-parallel runs (2 processes) ...)"
     assert _step_note({"step": {"mode": "eager", "why_eager": ""}}) == ""
@@ -379,6 +427,20 @@ def test_a_200_epoch_projection_sets_the_first_epoch_apart() -> None:
     naive, steady = projected_minutes({"epoch_seconds": [10.0, 2.0, 2.0], "wall_seconds": 15.0})
     assert naive == pytest.approx(15.0 / 3 * 200 / 60)
     assert steady == pytest.approx((10.0 + 2.0 * 199) / 60)
+
+
+def test_the_pipeline_benchmark_prints_each_epochs_phases() -> None:
+    phases = {"train": 1.5, "capture": 0.1, "warmup": 0.0, "evaluate": 0.2, "checkpoint": 0.05}
+    metrics = {
+        "epoch_seconds": [1.75, 1.7],
+        "epoch_phases": [phases, {k: v for k, v in phases.items() if k != "checkpoint"}],
+        "warmup_seconds": 0.0,
+    }
+    header, first, second, total = phase_lines(metrics)
+    assert header.split() == ["epoch", "wall", "s", *EPOCH_PHASES]
+    assert first.split() == ["1", "1.75", "1.50", "0.10", "0.00", "0.20", "0.05"]
+    assert second.split()[-1] == "-"  # a phase the result does not hold
+    assert total == "warm-up on new batch shapes: 0.00 s"
 
 
 def test_resuming_a_replayed_run_equals_the_uninterrupted_one(tmp_path: Path) -> None:

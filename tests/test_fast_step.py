@@ -386,7 +386,7 @@ def test_a_new_batch_shape_is_warm_up_not_training_time(tmp_path: Path) -> None:
     for wall, part in zip(metrics["epoch_seconds"], phases, strict=True):
         assert part["train"] >= part["capture"] + part["warmup"]
         spent = part["train"] + part["evaluate"] + part["checkpoint"]
-        assert spent <= wall <= spent + 0.05
+        assert spent <= wall <= spent + 0.25  # only bookkeeping between the phases
 
 
 def test_a_checkpoint_keeps_the_phases_of_the_epochs_before_it(tmp_path: Path) -> None:

@@ -98,6 +98,19 @@ def configure_kernels(device: torch.device, deterministic: bool) -> None:
     torch.backends.cudnn.benchmark = not deterministic
 
 
+def is_warmup_batch(
+    shape: tuple[int, ...], first: tuple[int, ...] | None, seen: set[tuple[int, ...]]
+) -> bool:
+    """Whether a batch of ``shape`` warms up kernels rather than measuring training.
+
+    That is a batch of a size the process has not trained on, shaped otherwise like its first
+    batch (``first``): an epoch's short last batch, the first time, where cuDNN autotunes every
+    convolution anew. Batches whose other dimensions vary (per-batch padded sequences) are
+    training like any other: their shapes keep changing, and no GPU kernel autotunes for them.
+    """
+    return first is not None and shape[1:] == first[1:] and shape not in seen
+
+
 def sync(device: torch.device) -> None:
     """Wait for queued work on ``device`` (a no-op on CPU), so wall-clock timings are real."""
     if device.type == "cuda":
@@ -281,8 +294,9 @@ class Trainer:
         self._forward: Any = self.model
         self._loss_scale = 1.0
         self._capture_counted = 0.0
-        # Batch shapes this process has trained on (a new one autotunes kernels: not timed).
+        # Batch shapes this process has trained on, and its first (see is_warmup_batch).
         self._trained_shapes: set[tuple[int, ...]] = set()
+        self._first_shape: tuple[int, ...] | None = None
         self._untimed: dict[str, float] = {}  # the last epoch's capture and warm-up seconds
 
     # ------------------------------------------------------------------ evaluation
@@ -470,7 +484,11 @@ class Trainer:
                 it, x.shape[0], self.data.num_train, self.data.batch_size
             )
             shape = tuple(x.shape)
-            new_shape = t0 is not None and shape not in self._trained_shapes
+            if self._first_shape is None:
+                self._first_shape = shape
+            new_shape = t0 is not None and is_warmup_batch(
+                shape, self._first_shape, self._trained_shapes
+            )
             if new_shape:
                 sync(device)
                 begin = time.perf_counter()

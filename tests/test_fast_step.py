@@ -35,7 +35,7 @@ from benchmark.fast_step import (
     uses_channels_last,
 )
 from benchmark.models import build_model
-from benchmark.trainer import EPOCH_PHASES, TIMING_WARMUP_ITERS, Trainer
+from benchmark.trainer import EPOCH_PHASES, TIMING_WARMUP_ITERS, Trainer, is_warmup_batch
 from benchmark.validation import validate
 from methods import METHODS, get_method, load_methods
 from methods.base import Method, hooks_graph_safe
@@ -387,6 +387,17 @@ def test_a_new_batch_shape_is_warm_up_not_training_time(tmp_path: Path) -> None:
         assert part["train"] >= part["capture"] + part["warmup"]
         spent = part["train"] + part["evaluate"] + part["checkpoint"]
         assert spent <= wall <= spent + 0.25  # only bookkeeping between the phases
+
+
+def test_only_a_new_batch_size_is_warm_up() -> None:
+    first = (128, 3, 32, 32)
+    assert is_warmup_batch((72, 3, 32, 32), first, {first})  # an epoch's short last batch
+    assert not is_warmup_batch((72, 3, 32, 32), first, {first, (72, 3, 32, 32)})  # seen
+    assert not is_warmup_batch(first, first, {first})
+    # Per-batch padded sequences: every length is new, and none of them is warm-up.
+    assert not is_warmup_batch((32, 41), (32, 17), {(32, 17)})
+    assert not is_warmup_batch((20, 41), (32, 17), {(32, 17)})
+    assert not is_warmup_batch((72, 3, 32, 32), None, set())
 
 
 def test_a_checkpoint_keeps_the_phases_of_the_epochs_before_it(tmp_path: Path) -> None:

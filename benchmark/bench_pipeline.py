@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.bench import MODES
+from benchmark.trainer import EPOCH_PHASES
 
 PAPER_EPOCHS = 200
 
@@ -95,8 +96,6 @@ def projected_minutes(metrics: dict[str, Any], epochs: int = PAPER_EPOCHS) -> tu
 
 def phase_lines(metrics: dict[str, Any]) -> list[str]:
     """Each epoch's wall-clock and where it went (seconds), as printable lines."""
-    from benchmark.trainer import EPOCH_PHASES
-
     lines = [f"{'epoch':>5s} {'wall s':>7s} " + " ".join(f"{p:>10s}" for p in EPOCH_PHASES)]
     phases = metrics.get("epoch_phases", [])
     for i, wall in enumerate(metrics["epoch_seconds"]):
@@ -192,6 +191,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--concurrent = {bad} is invalid; allowed: integers >= 1 (runs per GPU)")
     if args.epochs < 2:
         parser.error(f"--epochs = {args.epochs} is invalid; allowed: an integer >= 2 (BIMP)")
+    if args.batch < 1:
+        parser.error(f"--batch = {args.batch} is invalid; allowed: an integer >= 1")
+    if args.size < 5:
+        bad = args.size
+        parser.error(f"--size = {bad} is invalid; allowed: an integer >= 5 (5 training batches)")
     with tempfile.TemporaryDirectory() as tmp:
         if args.root is None:
             args.root = Path(tmp) / "cifar"

@@ -125,7 +125,7 @@ class Throughput:
     seconds: float = 0.0
     # Seconds spent capturing CUDA graphs: part of the wall-clock, never of ``seconds``.
     compile_seconds: float = 0.0
-    # Seconds of iterations on a batch shape new to the process (cuDNN autotunes its kernels
+    # Seconds of iterations on a batch size new to the process (cuDNN autotunes its kernels
     # there: on a GPU the short last batch of the first epoch pays seconds for it). Part of
     # the wall-clock, never of ``seconds``; their images are not counted either.
     warmup_seconds: float = 0.0
@@ -297,7 +297,6 @@ class Trainer:
         # Batch shapes this process has trained on, and its first (see is_warmup_batch).
         self._trained_shapes: set[tuple[int, ...]] = set()
         self._first_shape: tuple[int, ...] | None = None
-        self._untimed: dict[str, float] = {}  # the last epoch's capture and warm-up seconds
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
@@ -486,23 +485,24 @@ class Trainer:
             shape = tuple(x.shape)
             if self._first_shape is None:
                 self._first_shape = shape
-            new_shape = t0 is not None and is_warmup_batch(
+            warmup = t0 is not None and is_warmup_batch(
                 shape, self._first_shape, self._trained_shapes
             )
-            if new_shape:
+            if warmup:
                 sync(device)
                 begin = time.perf_counter()
             spent = self.runner.run(x, y, step)
             self._trained_shapes.add(shape)
             seen += x.shape[0]
-            if new_shape:
+            if t0 is None:
+                continue
+            capture_seconds += spent
+            if warmup:
                 sync(device)
                 # Capture time (if this iteration captured) is counted once, as capture.
                 warmup_seconds += time.perf_counter() - begin - spent
-                capture_seconds += spent
-            elif t0 is not None:
+            else:
                 timed_images += x.shape[0]
-                capture_seconds += spent
         sync(device)
         untimed = capture_seconds + warmup_seconds
         elapsed = time.perf_counter() - t0 - untimed if t0 is not None else 0.0
@@ -516,7 +516,6 @@ class Trainer:
         # Capture time of this process since the last epoch (a resumed run adds to its own).
         captured = self.runner.stats.capture_seconds
         self.state.throughput.compile_seconds += captured - self._capture_counted
-        self._untimed = {"capture": captured - self._capture_counted, "warmup": warmup_seconds}
         self._capture_counted = captured
         self.dp.sync_buffers(model)
         train_loss = float(loss_sum) / max(seen, 1)
@@ -572,11 +571,17 @@ class Trainer:
             if epoch == self.method_epochs and not self.state.finalized:
                 self._finalize()
             finalized = time.perf_counter()
+            before = dataclasses.replace(self.state.throughput)
             stats = self.train_epoch(epoch)
             trained = time.perf_counter()
             record = self._epoch_record(epoch, stats)
             self.state.history.append(record)
-            phases = {"train": trained - finalized, **self._untimed}
+            done = self.state.throughput
+            phases = {
+                "train": trained - finalized,
+                "capture": done.compile_seconds - before.compile_seconds,
+                "warmup": done.warmup_seconds - before.warmup_seconds,
+            }
             # The final prune (its pre-fine-tuning evaluation) counts as evaluation.
             phases["evaluate"] = time.perf_counter() - trained + finalized - epoch_start
             self.state.epoch = epoch + 1

@@ -18,6 +18,7 @@ import pytest
 import torch
 from helpers import comparable, tiny_config
 
+from benchmark.bench_pipeline import main as bench_pipeline_main
 from benchmark.bench_pipeline import phase_lines, projected_minutes
 from benchmark.check_fast_path import CASES, case_config
 from benchmark.cli import _step_note
@@ -441,6 +442,18 @@ def test_a_200_epoch_projection_counts_one_time_costs_once() -> None:
     assert naive == pytest.approx(23.0 / 5 * 200 / 60)
     assert steady == pytest.approx((sum(done) + 2.1 * 195) / 60)
     assert projected_minutes({"epoch_seconds": [4.0], "wall_seconds": 4.5}) == (15.0, 15.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"), [(["--size", "4"], "--size"), (["--batch", "0"], "--batch")]
+)
+def test_the_pipeline_benchmark_refuses_bad_sizes_before_any_work(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        bench_pipeline_main([*argv, "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert f"{field} = " in err and "allowed: an integer >=" in err
 
 
 def test_the_pipeline_benchmark_prints_each_epochs_phases() -> None:

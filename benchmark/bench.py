@@ -246,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [m for m in args.modes if m not in MODES]
     if unknown:
         parser.error(f"--modes = {unknown[0]!r} is invalid; allowed: {', '.join(MODES)}")
+    _check_names(parser, args)
     args.dev = device
     args.runtime = {"device": str(device), "deterministic": args.deterministic}
     configure_kernels(device, args.deterministic)  # the bare loop gets the same kernels
@@ -299,15 +300,37 @@ def print_table(title: str, table: dict[str, dict[str, float]], modes: list[str]
 METHOD_EPOCHS = 4
 
 
-def _bench_methods(args: argparse.Namespace) -> None:
-    """Each method's training images/s over a short full run, relative to dense training."""
+def _check_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse an unknown model or method name before anything is timed, naming the flag."""
+    from benchmark.models import MODELS
     from methods import METHODS, load_methods
 
     load_methods()
-    names = METHODS.names() if args.methods == "all" else args.methods.split(",")
-    # imp/renda retrain a dense parent with a hard mask (the "harness + masks" loop); bimp below
+    models = [args.model, *filter(None, args.models.split(","))]
+    methods = [] if args.methods in ("", "all") else args.methods.split(",")
+    if "all" in methods:
+        parser.error(f"--methods = {args.methods!r} is invalid; allowed: all alone, or names")
+    for flag, names, registry in (("--model(s)", models, MODELS), ("--methods", methods, METHODS)):
+        unknown = [n for n in names if n not in registry]
+        if unknown:
+            allowed = ", ".join(registry.names()) + (", or all" if flag == "--methods" else "")
+            parser.error(f"{flag} = {unknown[0]!r} is invalid; allowed: {allowed}")
+
+
+def timed_methods(spec: str) -> list[str]:
+    """The methods ``--methods spec`` times: dense first, then each named one ('all': every one)."""
+    from methods import METHODS, load_methods
+
+    load_methods()
+    names = METHODS.names() if spec == "all" else spec.split(",")
+    # imp/renda retrain a dense parent with a hard mask (the "harness + masks" loop); bimp
     # covers that loop within one run.
-    names = ["dense", *[n for n in names if n not in ("imp", "renda", "dense")]]
+    return ["dense", *[n for n in names if n not in ("imp", "renda", "dense")]]
+
+
+def _bench_methods(args: argparse.Namespace) -> None:
+    """Each method's training images/s over a short full run, relative to dense training."""
+    names = timed_methods(args.methods)
     print(f"\n{METHOD_EPOCHS}-epoch runs of {args.model}: images/s (ratio to dense)")
     print(f"{'method':10s}" + "".join(f"{m:>22s}" for m in args.modes))
     results: dict[str, dict[str, float]] = {}

@@ -8,9 +8,10 @@ import os
 import random
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,13 +39,16 @@ from benchmark.tasks import Task, get_task
 from methods import get_method
 from methods.base import Method, TrainContext
 
+T = TypeVar("T")
+
 # Iterations at the start of every epoch left out of the images/s figure (allocator warm-up,
 # first-touch of caches, cudnn autotuning).
 TIMING_WARMUP_ITERS = 2
-# The parts of an epoch's wall-clock that a result records per epoch: training (iterations
-# and the method's epoch hooks; "capture" and "warmup" are parts of it), evaluation (with the
-# final prune and its evaluation before fine-tuning) and the checkpoint's write.
-EPOCH_PHASES = ("train", "capture", "warmup", "evaluate", "checkpoint")
+# The parts of an epoch's wall-clock that a result records per epoch: training iterations
+# ("capture" and "warmup" are parts of them), the method's epoch-boundary hooks (its prunes,
+# with what they measure, and the final prune), evaluation (with the final prune's evaluation
+# before fine-tuning) and the checkpoint's write.
+EPOCH_PHASES = ("train", "capture", "warmup", "method", "evaluate", "checkpoint")
 
 
 CHECKPOINT_KEYS = ("run_id", "state", "model", "optimizer", "masks", "method", "record", "rng")
@@ -151,7 +155,8 @@ class TrainState:
     # An epoch's checkpoint holds its time before that checkpoint's own write.
     epoch_seconds: list[float] = field(default_factory=list)
     # Where each epoch's wall-clock went (EPOCH_PHASES; "capture" and "warmup" are part of
-    # "train"); an epoch written by a checkpoint lacks only its own "checkpoint" entry.
+    # "train"; "method" is the method's epoch-boundary hooks: its prunes and what they
+    # measure); an epoch written by a checkpoint lacks only its own "checkpoint" entry.
     epoch_phases: list[dict[str, float]] = field(default_factory=list)
 
 
@@ -297,6 +302,8 @@ class Trainer:
         # Batch shapes this process has trained on, and its first (see is_warmup_batch).
         self._trained_shapes: set[tuple[int, ...]] = set()
         self._first_shape: tuple[int, ...] | None = None
+        # Seconds this process spent in the method's epoch-boundary hooks (see _method_hook).
+        self._method_seconds = 0.0
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str) -> dict[str, float]:
@@ -454,7 +461,7 @@ class Trainer:
         model, method, device = self.model, self.method, self.device
         in_method = epoch < self.method_epochs
         if in_method:
-            method.on_epoch_start(epoch)
+            self._method_hook(method.on_epoch_start, epoch)
         # Whatever the epoch-boundary hooks changed, no graph of the last epoch is replayed.
         self.runner.invalidate()
         self._in_method = in_method
@@ -521,9 +528,17 @@ class Trainer:
         train_loss = float(loss_sum) / max(seen, 1)
         if not math.isfinite(train_loss):
             raise DivergenceError(f"training loss is {train_loss} in epoch {epoch + 1}")
-        cycle_ended = method.on_epoch_end(epoch) if in_method else False
+        cycle_ended = self._method_hook(method.on_epoch_end, epoch) if in_method else False
         self.dp.check_same(self.ctx.masks.masks, f"masks after epoch {epoch + 1}")
         return {"epoch": epoch + 1, "lr": lr, "train_loss": train_loss, "cycle_end": cycle_ended}
+
+    def _method_hook(self, hook: Callable[..., T], *args: Any) -> T:
+        """Run one of the method's epoch-boundary hooks; its seconds go to the "method" phase."""
+        began = time.perf_counter()
+        result = hook(*args)
+        sync(self.device)  # the kernels of a prune are its own time, not the next phase's
+        self._method_seconds += time.perf_counter() - began
+        return result
 
     def _epoch_record(self, epoch: int, stats: dict[str, Any]) -> dict[str, Any]:
         record = dict(stats)
@@ -540,7 +555,7 @@ class Trainer:
 
     def _finalize(self) -> None:
         """The method's final hard prune, then freeze the zero pattern for fine-tuning."""
-        self.method.finalize()
+        self._method_hook(self.method.finalize)
         self.dp.check_same(self.ctx.masks.masks, "final masks")
         self.state.finalized = True
         if self.cfg.finetune.epochs > 0:
@@ -568,22 +583,29 @@ class Trainer:
         )
         for epoch in bar:
             epoch_start = time.perf_counter()
+            # The method's hook seconds at the epoch's start, after the final prune and after
+            # training: its prunes are timed apart from training and evaluation.
+            hooks_start = self._method_seconds
             if epoch == self.method_epochs and not self.state.finalized:
                 self._finalize()
             finalized = time.perf_counter()
+            hooks_finalized = self._method_seconds
             before = dataclasses.replace(self.state.throughput)
             stats = self.train_epoch(epoch)
             trained = time.perf_counter()
+            hooks_trained = self._method_seconds
             record = self._epoch_record(epoch, stats)
             self.state.history.append(record)
             done = self.state.throughput
             phases = {
-                "train": trained - finalized,
+                "train": trained - finalized - (hooks_trained - hooks_finalized),
                 "capture": done.compile_seconds - before.compile_seconds,
                 "warmup": done.warmup_seconds - before.warmup_seconds,
+                "method": hooks_trained - hooks_start,
             }
-            # The final prune (its pre-fine-tuning evaluation) counts as evaluation.
-            phases["evaluate"] = time.perf_counter() - trained + finalized - epoch_start
+            # The final prune's pre-fine-tuning evaluation counts as evaluation.
+            outside_train = time.perf_counter() - trained + finalized - epoch_start
+            phases["evaluate"] = outside_train - (hooks_finalized - hooks_start)
             self.state.epoch = epoch + 1
             self.state.wall_seconds = wall_before + time.perf_counter() - start
             if "val" in record:

@@ -386,8 +386,38 @@ def test_a_new_batch_shape_is_warm_up_not_training_time(tmp_path: Path) -> None:
     assert phases[0]["warmup"] >= delay and all(p["warmup"] == 0.0 for p in phases[1:])
     for wall, part in zip(metrics["epoch_seconds"], phases, strict=True):
         assert part["train"] >= part["capture"] + part["warmup"]
-        spent = part["train"] + part["evaluate"] + part["checkpoint"]
+        spent = part["train"] + part["method"] + part["evaluate"] + part["checkpoint"]
         assert spent <= wall <= spent + 0.25  # only bookkeeping between the phases
+
+
+def test_the_methods_prunes_are_timed_apart_from_training_and_evaluation(tmp_path: Path) -> None:
+    # BIMP, 3 epochs (1 initial, 2 cycles) and 1 of fine-tuning: a prune starts epochs 2 and 3,
+    # and the final prune starts the fine-tuning epoch.
+    trainer = Trainer(case_config(tmp_path, "bimp"), None, None, graph_backend=ReplayBackend())
+    delay = 0.3
+    method = trainer.method
+    on_epoch_start, finalize = method.on_epoch_start, method.finalize
+
+    def slow_prune_at_start(epoch: int) -> None:
+        if epoch == 1:
+            time.sleep(delay)  # what a prune's evaluations cost on a real test set
+        on_epoch_start(epoch)
+
+    def slow_finalize() -> None:
+        time.sleep(delay)
+        finalize()
+
+    method.on_epoch_start = slow_prune_at_start  # type: ignore[method-assign]
+    method.finalize = slow_finalize  # type: ignore[method-assign]
+    metrics = trainer.fit()
+    assert metrics is not None
+    phases = metrics["epoch_phases"]
+    assert phases[1]["method"] >= delay and phases[3]["method"] >= delay
+    assert phases[0]["method"] < delay and phases[2]["method"] < delay
+    for wall, part in zip(metrics["epoch_seconds"], phases, strict=True):
+        # Counted once: as "method", and neither as training nor as evaluation.
+        spent = part["train"] + part["method"] + part["evaluate"] + part["checkpoint"]
+        assert spent <= wall <= spent + 0.25
 
 
 def test_only_a_new_batch_size_is_warm_up() -> None:
@@ -457,7 +487,14 @@ def test_the_pipeline_benchmark_refuses_bad_sizes_before_any_work(
 
 
 def test_the_pipeline_benchmark_prints_each_epochs_phases() -> None:
-    phases = {"train": 1.5, "capture": 0.1, "warmup": 0.0, "evaluate": 0.2, "checkpoint": 0.05}
+    phases = {
+        "train": 1.4,
+        "capture": 0.1,
+        "warmup": 0.0,
+        "method": 0.1,
+        "evaluate": 0.2,
+        "checkpoint": 0.05,
+    }
     metrics = {
         "epoch_seconds": [1.75, 1.7],
         "epoch_phases": [phases, {k: v for k, v in phases.items() if k != "checkpoint"}],
@@ -465,7 +502,7 @@ def test_the_pipeline_benchmark_prints_each_epochs_phases() -> None:
     }
     header, first, second, total = phase_lines(metrics)
     assert header.split() == ["epoch", "wall", "s", *EPOCH_PHASES]
-    assert first.split() == ["1", "1.75", "1.50", "0.10", "0.00", "0.20", "0.05"]
+    assert first.split() == ["1", "1.75", "1.40", "0.10", "0.00", "0.10", "0.20", "0.05"]
     assert second.split()[-1] == "-"  # a phase the result does not hold
     assert total == "warm-up on new batch shapes: 0.00 s"
 
@@ -539,3 +576,23 @@ def test_profile_pipeline_reports_a_window_of_real_training(
     with pytest.raises(SystemExit):
         profile_main([*args, "--skip", "5", "--iters", "3"])  # 8 batches: more than 200 images
     assert "--size = 200 is invalid" in capsys.readouterr().err
+
+
+def test_the_profiles_device_time_counts_only_the_devices_own_events() -> None:
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from benchmark.profile_pipeline import device_events, device_seconds
+
+    def event(device: DeviceType, us: float, annotation: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(
+            device_type=device, self_device_time_total=us, is_user_annotation=annotation
+        )
+
+    kernel, copy = event(DeviceType.CUDA, 1500.0), event(DeviceType.CUDA, 500.0)
+    events = [event(DeviceType.CPU, 9000.0), kernel, copy, event(DeviceType.CUDA, 7e3, True)]
+    assert device_events(events) == [kernel, copy]
+    assert device_seconds(events) == pytest.approx(2e-3)
+    # Nothing traced on the device (graph replays CUPTI did not see) is no events, not 0 s idle.
+    assert device_events([event(DeviceType.CPU, 9000.0)]) == []

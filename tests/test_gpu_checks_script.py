@@ -150,3 +150,16 @@ def test_bench_refuses_an_unknown_name_before_timing_anything(
         bench.main([*argv, "--device", "cpu"])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_scripts_time_limits_leave_room_for_the_install_in_one_device_call() -> None:
+    # A device call runs at most 600 s, and the install before the script takes ~30 s. Steps
+    # sent to the background (a trailing "&") run beside the next one and add nothing.
+    lines = SCRIPT.read_text().replace("\\\n", " ").splitlines()
+    limits = [
+        int(match.group(1))
+        for line in lines
+        if (match := re.match(r"\s*timeout (\d+) ", line)) and not line.rstrip().endswith("&")
+    ]
+    assert len(limits) >= 5  # bench, bench per layer, pipeline, profile, the suite
+    assert sum(limits) <= 540, f"the step limits add up to {sum(limits)} s"

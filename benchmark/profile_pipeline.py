@@ -4,11 +4,13 @@
     python -m benchmark.profile_pipeline --device cpu --size 1000 --iters 5
 
 Trains the first epoch of the pipeline ``benchmark.bench_pipeline`` measures (stand-in
-CIFAR-10, the real data source with its augmentation, the trainer, the method) in this process
-and profiles ``--iters`` iterations after ``--skip`` of them (past warm-up and capture). It
-prints the wall-clock per iteration, the device time its kernels took (so how much of the
-window the device was busy: the rest is the device waiting for the host), and the operations
-and kernels that took the most time. Prints figures; asserts nothing.
+CIFAR-10, the real data source with its augmentation, the trainer, the method) in this process.
+After ``--skip`` iterations (past warm-up and capture) it times ``--iters`` of them, then replays
+the captured step ``--iters`` times back to back (the device's own time per step, without the
+pipeline's host work between steps), then profiles ``--iters`` more. It prints the wall-clock
+per iteration, the replayed step's, the device time the profiled kernels took (so how much of
+the window the device was busy: the rest is the device waiting for the host), and the
+operations and kernels that took the most time. Prints figures; asserts nothing.
 
 The device time of replayed CUDA graphs comes from CUPTI: before CUDA 13.1 it may time graph
 kernels wrongly, and some versions record none of them (the busy figure then says "unknown").
@@ -31,6 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 from benchmark.bench import MODES
 from benchmark.bench_pipeline import ensure_cifar, pipeline_overrides
 from benchmark.config import DataConfig, load_config
+from benchmark.fast_step import StepRunner
 from benchmark.trainer import Trainer, sync
 
 
@@ -70,8 +73,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model", default="resnet56")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--mode", default="fast-bf16", help=f"one of {', '.join(MODES)}")
-    parser.add_argument("--skip", type=int, default=20, help="iterations before the window")
-    parser.add_argument("--iters", type=int, default=50, help="profiled iterations")
+    parser.add_argument("--skip", type=int, default=20, help="iterations before the windows")
+    parser.add_argument("--iters", type=int, default=50, help="iterations of each window")
     parser.add_argument("--top", type=int, default=15, help="rows of the table")
     args = parser.parse_args(argv)
     if args.mode not in MODES:
@@ -81,10 +84,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.iters < 1:
         parser.error(f"--iters = {args.iters} is invalid; allowed: an integer >= 1")
     # The training split is what the validation fraction leaves of --size.
-    needed = math.ceil((args.skip + args.iters) * args.batch / (1 - DataConfig().val_fraction))
+    batches = args.skip + 2 * args.iters  # the timed window, then the profiled one
+    needed = math.ceil(batches * args.batch / (1 - DataConfig().val_fraction))
     if args.size < needed:
         parser.error(
-            f"--size = {args.size} is invalid; allowed: >= {needed} (the profiled batches)"
+            f"--size = {args.size} is invalid; allowed: >= {needed} "
+            "(the timed and the profiled batches)"
         )
     with tempfile.TemporaryDirectory() as tmp:
         if args.root is None:
@@ -95,8 +100,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     _report(window, trainer, args)
 
 
+def back_to_back_ms(runner: StepRunner, replays: int) -> float | None:
+    """Milliseconds per replay of the last captured step, replayed back to back (None: none).
+
+    Nothing runs between the replays, so this is the device's time for one step (or the host's
+    launch time, if that is longer): the floor of an iteration of the pipeline.
+    """
+    if not runner.graphs or replays < 1:
+        return None
+    replay = list(runner.graphs.values())[-1].replay
+    sync(runner.device)
+    start = time.perf_counter()
+    for _ in range(replays):
+        replay()
+    sync(runner.device)
+    return 1e3 * (time.perf_counter() - start) / replays
+
+
 def _profile_epoch(trainer: Trainer, args: argparse.Namespace) -> dict[str, Any]:
-    """Train one epoch, profiling iterations [skip, skip + iters); the window's figures."""
+    """Train one epoch: time [skip, skip + iters), replay, profile the next ``iters``."""
     device = trainer.device
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
@@ -104,18 +126,25 @@ def _profile_epoch(trainer: Trainer, args: argparse.Namespace) -> dict[str, Any]
     run = trainer.runner.run
     state: dict[str, Any] = {"done": 0}
     prof = profile(activities=activities)
+    timed_end, profiled_end = args.skip + args.iters, args.skip + 2 * args.iters
 
     def profiled_run(x: torch.Tensor, y: torch.Tensor, step: int) -> float:
-        # The window opens before iteration ``skip`` and closes after its last iteration.
-        if state["done"] == args.skip:
+        done = state["done"]
+        if done in (args.skip, timed_end):
             sync(device)
+            now = time.perf_counter()
+        if done == args.skip:  # the timed window opens
+            state["start"] = now
+        if done == timed_end:  # it closes; the replays; the profiled window opens
+            state["seconds"] = now - state["start"]
+            state["replay_ms"] = back_to_back_ms(trainer.runner, args.iters)
             prof.__enter__()
-            state["start"] = time.perf_counter()
+            state["profiled_start"] = time.perf_counter()
         spent = run(x, y, step)
         state["done"] += 1
-        if state["done"] == args.skip + args.iters:
+        if state["done"] == profiled_end:
             sync(device)
-            state["seconds"] = time.perf_counter() - state["start"]
+            state["profiled_seconds"] = time.perf_counter() - state["profiled_start"]
             prof.__exit__(None, None, None)
         return spent
 
@@ -128,17 +157,26 @@ def _profile_epoch(trainer: Trainer, args: argparse.Namespace) -> dict[str, Any]
 def _report(window: dict[str, Any], trainer: Trainer, args: argparse.Namespace) -> None:
     prof = window["profile"]
     events = prof.key_averages()
-    seconds = window["seconds"]
-    per_iter_ms = 1e3 * seconds / args.iters
+    seconds = window["profiled_seconds"]
     busy = device_seconds(events)
     print(
         f"bimp, {args.model}, batch {args.batch}, mode {args.mode}, "
-        f"{trainer.device}: {args.iters} iterations after {args.skip}"
+        f"{trainer.device}: windows of {args.iters} iterations after {args.skip}; "
+        f"step {trainer.step_record()}"
     )
-    print(
-        f"wall-clock {per_iter_ms:.3f} ms per iteration ({args.batch / per_iter_ms * 1e3:.0f} "
-        f"images/s, profiler overhead included); step {trainer.step_record()}"
-    )
+    per_iter_ms = 1e3 * window["seconds"] / args.iters
+    print(f"wall-clock {per_iter_ms:.3f} ms per iteration ({_rate(args, per_iter_ms)})")
+    replay_ms = window["replay_ms"]
+    if replay_ms is None:
+        print("back-to-back replays: none, no captured step (eager steps)")
+    else:
+        print(
+            f"back-to-back replays of the captured step {replay_ms:.3f} ms per step "
+            f"({_rate(args, replay_ms)}): the pipeline's work between steps costs "
+            f"{per_iter_ms - replay_ms:+.3f} ms per iteration"
+        )
+    profiled_ms = 1e3 * seconds / args.iters
+    print(f"profiled: {profiled_ms:.3f} ms per iteration (profiler overhead included)")
     if trainer.device.type == "cuda" and not device_events(events):
         # Kernels replayed from a CUDA graph reach the profiler through CUPTI, which some
         # driver/CUDA versions do not trace: no events is "not seen", not "idle".
@@ -146,10 +184,14 @@ def _report(window: dict[str, Any], trainer: Trainer, args: argparse.Namespace) 
     elif trainer.device.type == "cuda":
         print(
             f"device busy {1e3 * busy / args.iters:.3f} ms per iteration: "
-            f"{100 * busy / seconds:.0f}% of the window (the rest: the device waiting)"
+            f"{100 * busy / seconds:.0f}% of the profiled window (the rest: the device waiting)"
         )
     sort = device_time_key(events) if trainer.device.type == "cuda" else "self_cpu_time_total"
     print(events.table(sort_by=sort, row_limit=args.top))
+
+
+def _rate(args: argparse.Namespace, ms_per_iteration: float) -> str:
+    return f"{args.batch / ms_per_iteration * 1e3:.0f} images/s"
 
 
 if __name__ == "__main__":

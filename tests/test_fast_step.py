@@ -7,6 +7,7 @@ accounting), and a backend whose capture fails drives the eager fallback.
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -568,14 +569,34 @@ def test_profile_pipeline_reports_a_window_of_real_training(
 ) -> None:
     from benchmark.profile_pipeline import main as profile_main
 
-    args = ["--device", "cpu", "--root", str(tmp_path), "--size", "200", "--batch", "32"]
+    args = ["--device", "cpu", "--root", str(tmp_path), "--size", "300", "--batch", "32"]
     profile_main([*args, "--model", "cnn_small", "--mode", "eager", "--skip", "2", "--iters", "3"])
     out = capsys.readouterr().out
-    assert "bimp, cnn_small, batch 32, mode eager, cpu: 3 iterations after 2" in out
-    assert "ms per iteration" in out and "aten::" in out
+    assert "bimp, cnn_small, batch 32, mode eager, cpu: windows of 3 iterations after 2" in out
+    assert re.search(r"^wall-clock \d+\.\d+ ms per iteration \(\d+ images/s\)$", out, re.M)
+    assert "back-to-back replays: none, no captured step (eager steps)" in out
+    assert "profiled: " in out and "aten::" in out
     with pytest.raises(SystemExit):
-        profile_main([*args, "--skip", "5", "--iters", "3"])  # 8 batches: more than 200 images
-    assert "--size = 200 is invalid" in capsys.readouterr().err
+        # 5 + 2 x 3 batches of 32 need 352 training images: 392 with 10% held out.
+        profile_main([*args, "--skip", "5", "--iters", "3"])
+    assert "--size = 300 is invalid; allowed: >= 392" in capsys.readouterr().err
+
+
+def test_back_to_back_replays_time_the_captured_step_alone(tmp_path: Path) -> None:
+    from benchmark.profile_pipeline import back_to_back_ms
+
+    trainer = Trainer(case_config(tmp_path, "dense"), None, None, graph_backend=ReplayBackend())
+    assert back_to_back_ms(trainer.runner, 5) is None  # nothing captured yet
+    x, y = next(iter(trainer.data.train_batches(0, 0)))
+    for step in range(EAGER_WARMUP_ITERS + 1):
+        trainer.runner.run(x, y, step)
+    assert trainer.runner.graphs
+    replays = trainer.runner.stats.replays
+    calls = []
+    captured = list(trainer.runner.graphs.values())[-1]
+    captured.replay = lambda: calls.append(time.sleep(0.01))  # type: ignore[func-returns-value]
+    assert back_to_back_ms(trainer.runner, 4) >= 10.0
+    assert len(calls) == 4 and trainer.runner.stats.replays == replays
 
 
 def test_the_profiles_device_time_counts_only_the_devices_own_events() -> None:

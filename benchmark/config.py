@@ -216,6 +216,12 @@ SECTIONS: dict[str, type] = {
 }
 # Sections that change where or how a run executes, never what it computes.
 NON_IDENTITY_SECTIONS = frozenset({"logging", "output", "runtime", "latency"})
+# Keys that say where and how the files are read, not what the run computes: the same run on a
+# cluster whose data lives elsewhere keeps its id (and is found by the tables that plan it).
+# Loader workers change nothing either: every augmentation draw is seeded per item.
+NON_IDENTITY_KEYS: dict[str, frozenset[str]] = {
+    "data": frozenset({"root", "download", "check_integrity", "workers"})
+}
 METHOD_COMMON_KEYS = ("name", "sparsity", "exclude")
 
 
@@ -442,6 +448,7 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
             defaults["name"] = None  # the method name is always part of the identity
         else:
             full, defaults = asdict(section), asdict(cls())
+        full = {k: v for k, v in full.items() if k not in NON_IDENTITY_KEYS.get(name, ())}
         diff = {k: v for k, v in full.items() if defaults.get(k, _MISSING) != v}
         if diff:
             out[name] = diff

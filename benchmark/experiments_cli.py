@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import RunConfig
+from benchmark.config import RunConfig, replace_section
 from benchmark.errors import ConfigError
 
 DEFAULT_STORE = "results/runs"
@@ -50,6 +51,12 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     rep.add_argument("--paper", action="store_true", help="show the published value and diff")
     rep.add_argument("--dry-run", action="store_true", help="only count the missing runs")
+    rep.add_argument(
+        "--data-root",
+        default=None,
+        help="with --scale paper: the folder every run reads its dataset from (data.root; run "
+        "ids unchanged)",
+    )
     rep.add_argument(
         "--measure-latency",
         action="store_true",
@@ -261,6 +268,15 @@ def _submit_missing(
     return list(result.submitted_runs)
 
 
+def reading_from(configs: list[RunConfig], root: str, scale: str) -> list[RunConfig]:
+    """``configs`` reading their datasets under ``root`` (absolute; the run ids stay the same)."""
+    if scale != "paper":
+        # Smoke runs read the stand-in files reproduce writes where their problems say.
+        raise ConfigError("--data-root", root, "a folder, with --scale paper only")
+    folder = str(Path(root).expanduser().resolve())
+    return [replace_section(c, data=dataclasses.replace(c.data, root=folder)) for c in configs]
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """``prunebench reproduce ID``: run the missing runs, then build the table and figures."""
     from benchmark.experiments import get_experiment
@@ -271,6 +287,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     rules = _table_rules(args)  # bad values fail before anything runs
     # Absolute output dirs: launcher workers may run from another directory.
     configs = unique_configs(experiment.runs(args.scale, Path(args.store).resolve()))
+    if args.data_root is not None:
+        configs = reading_from(configs, args.data_root, args.scale)
     store = Store(args.store)
     missing = [c for c in configs if not store.is_finished(c.run_id)]
     print(

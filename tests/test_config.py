@@ -181,6 +181,11 @@ def test_run_id_ignores_defaults_and_non_identity_sections() -> None:
         None, ["output.dir='/tmp/x'", "logging.progress=false", "runtime.device='cpu'"]
     )
     assert elsewhere.run_id == base.run_id
+    # Where and how the files are read: the same run on a cluster whose data lives elsewhere.
+    reading = ["data.root='/datasets'", "data.workers=8", "data.download=true"]
+    assert load_config(None, [*reading, "data.check_integrity=false"]).run_id == base.run_id
+    assert "data" not in canonical_dict(load_config(None, reading))
+    assert load_config(None, ["data.eval_batch_size=512"]).run_id != base.run_id
     assert load_config(None, ["seed=1"]).run_id != base.run_id
     assert load_config(None, ["method.sparsity=0.95"]).run_id != base.run_id
 

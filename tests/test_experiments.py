@@ -310,3 +310,24 @@ def test_criteria_grid_refuses_budgets_that_do_not_split_into_the_cycles():
 
     with pytest.raises(ValueError, match=r"10 retraining epochs do not split into \[3\]"):
         CriteriaGrid(SMOKE, (90,), ("global",), ("FT",), 10, cycles=(1, 3))
+
+
+def test_reproduce_reads_a_paper_grid_from_another_data_folder(tmp_path, capsys, monkeypatch):
+    import benchmark.experiments_cli as experiments_cli
+
+    name = "appendix-schedule-comparison-cifar10-oneshot"
+    submitted: list = []
+    monkeypatch.setattr(
+        experiments_cli, "_submit_missing", lambda configs, *a, **k: submitted.extend(configs)
+    )
+    store = ["--store", str(tmp_path / "runs"), "--scale", "paper", "--executor", "slurm"]
+    planned = get_experiment(name).runs("paper", (tmp_path / "runs").resolve())
+    assert main(["reproduce", name, *store, "--data-root", str(tmp_path / "cluster")]) == 0
+    assert submitted and {c.data.root for c in submitted} == {str(tmp_path / "cluster")}
+    # The tables plan the same ids: the runs are found wherever their data was read from.
+    assert {c.run_id for c in submitted} == {r.cfg.run_id for r in planned}
+    capsys.readouterr()
+    # Smoke runs read the stand-ins reproduce writes: refused before anything is planned.
+    assert main(["reproduce", name, "--data-root", str(tmp_path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"--data-root = '{tmp_path}' is invalid" in err and "with --scale paper only" in err

@@ -32,3 +32,12 @@ def test_readme_complete_config_is_valid() -> None:
     validate(cfg)
     assert cfg.model.name == "resnet56" and cfg.method.name == "bimp"
     assert cfg.budget.initial_epochs == 150
+
+
+def test_the_quickstart_shows_the_result_its_first_run_stores() -> None:
+    from benchmark.config import load_config
+
+    quickstart = README.split("## Quickstart", 1)[1].split("```", 2)[1]
+    (shown,) = re.findall(r"prunebench show (\S+)", quickstart)
+    assert "prunebench run  " in quickstart  # the first command: the default config, as is
+    assert shown == load_config().run_id

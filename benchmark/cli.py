@@ -153,6 +153,14 @@ def _step_note(metrics: dict) -> str:
     return f" (eager: {step['why_eager']})" if step.get("why_eager") else ""
 
 
+def _images_per_s(metrics: dict) -> str:
+    """The images/s figure and how it was measured; none when no iteration was timed."""
+    if metrics["images_per_s"] > 0:
+        return f"{metrics['images_per_s']:.0f}" + _step_note(metrics)
+    # Each epoch's first iterations are left out of the timing (TIMING_WARMUP_ITERS).
+    return "not measured (no epoch had more iterations than its untimed first ones)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
     from benchmark.checkpoint import CorruptFileError
@@ -244,7 +252,7 @@ def format_summary(record: dict[str, Any]) -> str:
         *(f"  test {k:<11}{m['test'][k]:.4f}" for k in ("miou", "bleu") if k in m["test"]),
         f"  sparsity        {m['sparsity']:.4f} (prunable), {m['sparsity_total']:.4f} (all)",
         f"  speedup         {m['speedup']:.2f}x (corrected {m['speedup_corrected']:.2f}x)",
-        f"  images/s        {m['images_per_s']:.0f}" + _step_note(m),
+        f"  images/s        {_images_per_s(m)}",
     ]
     if "stability" in m:
         s = m["stability"]

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark.config import RunConfig, apply_overrides, config_from_dict
+from benchmark.errors import ConfigError
 from benchmark.validation import validate
 from methods.base import dense_parent
 
@@ -22,6 +23,17 @@ def demo_configs(
     retrains for a third of the budget. BIMP gets the same total budget as the dense model.
     ``overrides`` (``section.key=value``) apply to every run.
     """
+    for override in overrides:
+        key = override.split("=", 1)[0].strip()
+        if key.startswith(("budget.", "method.")):
+            # Each run's budget and method follow from --epochs and --sparsity; one --set value
+            # for all four would break the equal-budget comparison (or T0 < T for BIMP).
+            raise ConfigError(
+                "demo --set",
+                override,
+                "keys outside [budget] and [method] (use --epochs N, "
+                "--sparsity S; prunebench run trains any other configuration)",
+            )
     retrain = max(1, epochs // 3)
     base: dict[str, Any] = {
         "data": {"name": "digits"},

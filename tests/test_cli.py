@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import ROOT, tiny_config
 
 from benchmark.cli import build_parser, format_summary, main
 from benchmark.demo import demo_configs
+from benchmark.errors import ConfigError
 from benchmark.runner import execute
 from benchmark.store import load_store
 
@@ -79,7 +81,7 @@ def test_an_unknown_figure_id_is_not_called_a_config_error(capsys) -> None:
     assert err.startswith("prunebench: error: experiment id = 'no-such-figure'"), err
 
 
-def test_show_says_what_the_stability_measures() -> None:
+def test_show_says_what_the_stability_and_the_images_per_s_measure() -> None:
     record = {
         "run_id": "bimp-x",
         "method": "bimp",
@@ -97,6 +99,10 @@ def test_show_says_what_the_stability_measures() -> None:
     }
     text = format_summary(record)
     assert "pruning stab.   0.5000 (test top-1 0.8000 before the final prune, 0.4000 after" in text
+    assert "  images/s        100\n" in text
+    # A run whose epochs are all shorter than their untimed first iterations timed nothing.
+    record["metrics"]["images_per_s"] = 0.0
+    assert "  images/s        not measured (no epoch had more iterations" in format_summary(record)
 
 
 def test_demo_takes_threads_and_overrides(tmp_path: Path) -> None:
@@ -105,6 +111,18 @@ def test_demo_takes_threads_and_overrides(tmp_path: Path) -> None:
     assert {c.data.batch_size for c in configs.values()} == {32}
     args = build_parser().parse_args(["demo", "--threads", "2", "--set", "seed=3"])
     assert (args.threads, args.overrides) == (2, ["seed=3"])
+
+
+@pytest.mark.parametrize("override", ["budget.epochs=12", "method.sparsity=0.5"])
+def test_demo_refuses_to_set_what_its_comparison_fixes(
+    override: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # Its budgets follow from --epochs (BIMP's T0 too) and its methods from --sparsity.
+    with pytest.raises(ConfigError, match=r"demo --set = .* keys outside \[budget\] and"):
+        demo_configs(tmp_path, 6, 0.9, [override])
+    assert main(["demo", "--store", str(tmp_path / "runs"), "--set", override]) == 2
+    assert "use --epochs N, --sparsity S" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_load_store_keeps_list_fields_and_has_a_grid_column(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from benchmark.errors import ConfigError, DatasetError
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -188,6 +189,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RunLockedError, CorruptFileError) as err:
         print(f"prunebench: {err}", file=sys.stderr)
         return EXIT_FAILURE
+    except KeyboardInterrupt:
+        # Ctrl-C is a user's choice, not a crash: no traceback; say how the work continues.
+        trains = args.command in ("run", "demo", "reproduce")
+        again = " (the same command resumes from the last epoch checkpoint)" if trains else ""
+        print(f"prunebench: interrupted{again}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def cmd_run(args: argparse.Namespace) -> int:

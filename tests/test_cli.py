@@ -139,3 +139,21 @@ def test_load_store_keeps_list_fields_and_has_a_grid_column(tmp_path: Path) -> N
     assert row["config.schedule.milestones"] == (0.5,)
     assert row["config.method.exclude"] == ()
     assert row["grid"] is None  # trained by `prunebench run`, not by a grid
+
+
+def test_ctrl_c_ends_with_a_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import benchmark.cli as cli
+
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "run", interrupted)
+    monkeypatch.setitem(cli.COMMANDS, "list", interrupted)
+    assert main(["run"]) == 130
+    assert capsys.readouterr().err == (
+        "prunebench: interrupted (the same command resumes from the last epoch checkpoint)\n"
+    )
+    assert main(["list"]) == 130
+    assert capsys.readouterr().err == "prunebench: interrupted\n"

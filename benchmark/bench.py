@@ -328,6 +328,13 @@ def timed_methods(spec: str) -> list[str]:
     return ["dense", *[n for n in names if n not in ("imp", "renda", "dense")]]
 
 
+def method_budget(name: str) -> dict[str, int]:
+    """The budget of a method's short run: METHOD_EPOCHS epochs (BIMP: half of them T0)."""
+    if name == "bimp":
+        return {"epochs": METHOD_EPOCHS, "initial_epochs": METHOD_EPOCHS // 2, "cycles": 2}
+    return {"epochs": METHOD_EPOCHS}
+
+
 def _bench_methods(args: argparse.Namespace) -> None:
     """Each method's training images/s over a short full run, relative to dense training."""
     names = timed_methods(args.methods)
@@ -335,12 +342,9 @@ def _bench_methods(args: argparse.Namespace) -> None:
     print(f"{'method':10s}" + "".join(f"{m:>22s}" for m in args.modes))
     results: dict[str, dict[str, float]] = {}
     for name in names:
-        budget = {"epochs": METHOD_EPOCHS}
-        if name == "bimp":
-            budget.update(initial_epochs=METHOD_EPOCHS // 2, cycles=2)
         results[name] = {}
         for mode in args.modes:
-            cfg = mode_config(args, mode, args.model, {"name": name}, budget=budget)
+            cfg = mode_config(args, mode, args.model, {"name": name}, method_budget(name))
             trainer = Trainer(cfg)
             trainer.fit()
             results[name][mode] = trainer.state.throughput.images_per_s
@@ -354,18 +358,17 @@ def _bench_methods(args: argparse.Namespace) -> None:
 def _count_methods(args: argparse.Namespace) -> None:
     """Operations of one forward and backward pass per method: a proxy for GPU launches."""
     from benchmark.op_count import count_ops, training_pass
-    from methods import load_methods
 
-    load_methods()
-    names = ["dense", *(args.methods or "str,cs,dst").split(",")]
+    names = timed_methods(args.methods or "str,cs,dst")
     x, y = args.batches[0]
     print(f"\noperations per forward and backward pass of {args.model} (optimizer step left out)")
     print(f"{'method':10s}{'per-layer':>12s}{'batched':>12s}")
-    for name in dict.fromkeys(names):
+    for name in names:
         counts = []
         for reparam in ("per-layer", "batched"):
             runtime = {**args.runtime, "reparam": reparam, "cuda_graphs": "off"}
-            trainer = Trainer(bench_config(args.model, {"name": name}, args.batch, runtime))
+            cfg = bench_config(args.model, {"name": name}, args.batch, runtime, method_budget(name))
+            trainer = Trainer(cfg)
             training_pass(trainer, x, y)  # the first pass makes layouts and constants
             counts.append(sum(count_ops(lambda t=trainer: training_pass(t, x, y)).values()))
         print(f"{name:10s}{counts[0]:12d}{counts[1]:12d}")

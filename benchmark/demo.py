@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark.config import RunConfig, apply_overrides, config_from_dict
+from benchmark.config import RunConfig, apply_overrides, config_from_dict, parse_override
 from benchmark.errors import ConfigError
 from benchmark.validation import validate
 from methods.base import dense_parent
@@ -24,8 +24,8 @@ def demo_configs(
     ``overrides`` (``section.key=value``) apply to every run.
     """
     for override in overrides:
-        key = override.split("=", 1)[0].strip()
-        if key.startswith(("budget.", "method.")):
+        section = parse_override(override)[0][0]
+        if section in ("budget", "method"):
             # Each run's budget and method follow from --epochs and --sparsity; one --set value
             # for all four would break the equal-budget comparison (or T0 < T for BIMP).
             raise ConfigError(

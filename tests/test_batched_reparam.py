@@ -214,3 +214,20 @@ def test_evaluation_forwards_and_copies_reparametrize_layer_by_layer(tmp_path: P
     copied(x).sum().backward()  # the copy trains layer by layer
     assert calls == []
     assert all(not r.batch.disabled for r in t.method.reparams)
+
+
+def test_bench_ops_counts_every_method_with_its_own_budget(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmark import bench
+
+    bench.main(["--device", "cpu", "--ops", "--methods", "all", "--model", "cnn_small"])
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].isdigit():
+            rows[parts[0]] = (int(parts[1]), int(parts[2]))
+    assert set(rows) == set(bench.timed_methods("all"))  # BIMP's T0 < T included
+    for name in ("str", "cs", "dst"):  # their batched pass runs fewer operations
+        assert rows[name][1] < rows[name][0]
+    assert rows["dense"][0] == rows["dense"][1]

@@ -113,7 +113,9 @@ def test_demo_takes_threads_and_overrides(tmp_path: Path) -> None:
     assert (args.threads, args.overrides) == (2, ["seed=3"])
 
 
-@pytest.mark.parametrize("override", ["budget.epochs=12", "method.sparsity=0.5"])
+@pytest.mark.parametrize(
+    "override", ["budget.epochs=12", "method.sparsity=0.5", "budget={epochs = 12}"]
+)
 def test_demo_refuses_to_set_what_its_comparison_fixes(
     override: str, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -37,6 +37,10 @@ class Registry(Generic[T]):
         their synthetic data for every input shape)."""
         self._items[name] = obj
 
+    def discard(self, name: str) -> None:
+        """Forget ``name`` if it is registered (what a benchmark registered for its own run)."""
+        self._items.pop(name, None)
+
     def get(self, name: str, field: str | None = None) -> T:
         """Return the object registered as ``name`` or raise a ConfigError listing the names."""
         try:

@@ -10,6 +10,7 @@ import pytest
 import torch
 from helpers import tiny_config
 
+from benchmark.data import DATASETS
 from benchmark.errors import ConfigError
 from benchmark.op_count import count_ops, training_pass
 from benchmark.trainer import Trainer
@@ -231,3 +232,5 @@ def test_bench_ops_counts_every_method_with_its_own_budget(
     for name in ("str", "cs", "dst"):  # their batched pass runs fewer operations
         assert rows[name][1] < rows[name][0]
     assert rows["dense"][0] == rows["dense"][1]
+    # The benchmark's synthetic dataset was its own: the registry is as it was before.
+    assert bench.SYNTHETIC not in DATASETS

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The GPU checks of the fast path, as one prepared script (about 9 minutes on one H100/H200):
-# timings first, alone on the machine, then the correctness checks side by side.
+# The GPU checks, as one prepared script (about 9 minutes on one H100/H200), most wanted first:
+# timings alone on the machine, then the correctness checks side by side, then the extras.
 #
 #   bash benchmark/gpu_checks.sh [LOG_DIR]
-#   # logs: env, bench, bench_per_layer, pipeline, profile, check, pytest
+#   # logs (8 files at most, what one device call brings back):
+#   #   env, pack, bench, pipeline, check, pytest, models, extra
 #
 # Run it from the repository root with the project installed (or PYTHONPATH=.), on a machine
 # with one GPU. Each step has its own time limit so that one hang cannot eat the others; the
-# limits add up to 535 s, so that a device call of 600 s holds the install and all of them.
+# limits add up to 540 s, so that a device call of 600 s holds the install and all of them.
 # tests/test_gpu_checks_script.py runs every benchmark command below on the CPU.
 set -u
 LOGS=${1:-gpu-logs}
@@ -22,35 +23,46 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>
 $PY -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0], torch.cuda.get_device_name())" >>"$LOGS/env.log" 2>&1
 cat "$LOGS/env.log"
 
-# 1. Before/after for ResNet-56 (bare loop, harness, masks, every method) and four more models.
+# 1. A grid's runs sharing the GPU: K = 1 (before) against K = 2, 4, 8 runs in one process, each
+#    on its own stream (harness trainers in threads, and bare captured steps round robin).
+stamp "pack"
+timeout 125 $PY -m benchmark.bench_pack --device cuda --models resnet56,vgg16,resnet18 \
+    --k 1,2,4,8 --iters 40 2>&1 | tee "$LOGS/pack.log"
+
+# 2. Before/after for ResNet-56 (bare loop, harness, masks, every method) and two more models.
 stamp "bench"
-timeout 170 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods all \
-    --models resnet18,vgg16,wrn28_10,resnet50 2>&1 | tee "$LOGS/bench.log"
+timeout 115 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods all \
+    --models resnet18,vgg16 2>&1 | tee "$LOGS/bench.log"
 
-# 1b. STR, CS and DST reparametrized layer by layer (before) against the batched default above.
-stamp "bench per-layer reparametrization"
-timeout 50 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods str,cs,dst \
-    --modes fast-per-layer 2>&1 | tee "$LOGS/bench_per_layer.log"
-
-# 2. The real pipeline: prunebench run, BIMP, 50,000 stand-in images, 5 epochs, per mode (with
-#    each epoch's wall-clock); then a profile of 50 steady-state iterations of it in bf16 (where
-#    the device waits). The stand-in is written once, outside the logs.
+# 3. The real pipeline: prunebench run, BIMP, 50,000 stand-in images, 5 epochs, fast modes (with
+#    each epoch's wall-clock and the 200-epoch projection). The stand-in is written outside logs.
 CIFAR=${TMPDIR:-/tmp}/prunebench-cifar
 stamp "pipeline"
-timeout 160 $PY -m benchmark.bench_pipeline --device cuda --epochs 5 --root "$CIFAR" 2>&1 \
-    | tee "$LOGS/pipeline.log"
-stamp "profile"
-timeout 45 $PY -m benchmark.profile_pipeline --device cuda --mode fast-bf16 --root "$CIFAR" 2>&1 \
-    | tee "$LOGS/profile.log"
+timeout 110 $PY -m benchmark.bench_pipeline --device cuda --epochs 5 --modes fast,fast-bf16 \
+    --root "$CIFAR" 2>&1 | tee "$LOGS/pipeline.log"
 
-# 3. Correctness, side by side: the fast path against eager for every method (deterministic
-#    twice, resume), and the whole test suite on the GPU.
+# 4. Correctness, side by side: the fast path against eager for every method (deterministic
+#    twice, resume); one epoch of each large model of the other problems on CUDA (MaxViT,
+#    DeepLabV3, PSPNet, T5, on stand-ins); and the whole test suite on the GPU machine.
 stamp "checks"
 timeout 110 $PY -m benchmark.check_fast_path >"$LOGS/check.log" 2>&1 &
 CHECK=$!
+timeout 110 bash benchmark/gpu_model_epochs.sh "${TMPDIR:-/tmp}/prunebench-models" \
+    >"$LOGS/models.log" 2>&1 &
+MODELS=$!
 timeout 110 $PY -m pytest -m "not slurm" -q -n 10 -p no:cacheprovider --timeout 90 \
     >"$LOGS/pytest.log" 2>&1
 wait $CHECK
+wait $MODELS
 cat "$LOGS/check.log"
 tail -25 "$LOGS/pytest.log"
+cat "$LOGS/models.log"
+
+# 5. Extras, alone again: 2:4 semi-structured MaxViT linears against dense, and STR, CS and
+#    DST reparametrized layer by layer (before) against the batched default of step 2.
+stamp "speedup"
+timeout 40 $PY -m benchmark.bench_speedup --device cuda --repeats 20 2>&1 | tee "$LOGS/extra.log"
+stamp "bench per-layer reparametrization"
+timeout 40 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods str,cs,dst \
+    --modes fast-per-layer 2>&1 | tee -a "$LOGS/extra.log"
 stamp "done"

@@ -18,9 +18,10 @@ import pytest
 import torch
 
 import benchmark.bench as bench
+import benchmark.bench_pack as bench_pack
 import benchmark.bench_pipeline as bench_pipeline
+import benchmark.bench_speedup as bench_speedup
 import benchmark.check_fast_path as check_fast_path
-import benchmark.profile_pipeline as profile_pipeline
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmark" / "gpu_checks.sh"
 
@@ -68,9 +69,10 @@ def test_the_script_runs_every_benchmark_it_is_meant_to() -> None:
     modules = [module for module, _ in script_commands(SCRIPT.read_text())]
     assert sorted(set(modules)) == [
         "benchmark.bench",
+        "benchmark.bench_pack",
         "benchmark.bench_pipeline",
+        "benchmark.bench_speedup",
         "benchmark.check_fast_path",
-        "benchmark.profile_pipeline",
     ]
     for module in modules:  # each is importable and has the entry point the script runs
         assert callable(importlib.import_module(module).main)
@@ -80,8 +82,9 @@ def test_the_script_runs_every_benchmark_it_is_meant_to() -> None:
 # the smallest model and batch, one timed iteration.
 ON_CPU = {
     "benchmark.bench": ["--device", "cpu", "--model", "resnet20", "--batch", "2", "--iters", "1"],
+    "benchmark.bench_pack": ["--device", "cpu", "--batch", "2", "--iters", "3", "--k", "1,2"],
     "benchmark.bench_pipeline": ["--device", "cpu"],
-    "benchmark.profile_pipeline": ["--device", "cpu"],
+    "benchmark.bench_speedup": ["--device", "cpu", "--repeats", "1", "--warmup", "0"],
     "benchmark.check_fast_path": [],
 }
 
@@ -109,11 +112,23 @@ def test_each_script_command_passes_its_benchmarks_argument_checks(
         for name in _listed(args, "--models"):
             assert re.search(rf"^{name}\s+\d", out, re.M), f"no figure for {name} in:\n{out}"
         return
-    if module in {"benchmark.bench_pipeline", "benchmark.profile_pipeline"}:
-        target = bench_pipeline if module == "benchmark.bench_pipeline" else profile_pipeline
-        monkeypatch.setattr(target, "ensure_cifar", accepted)
+    if module == "benchmark.bench_pack":
+        # Runs for real, on the CPU, with the small models swapped in: a figure per model and K.
+        models = _listed(args, "--models")
+        bench_pack.main([*args, *ON_CPU[module], "--models", "resnet20"])
+        out = capsys.readouterr().out
+        assert models and re.search(r"^resnet20\s+K", out, re.M), out
+        assert re.findall(r"^\s+(\d+)\s+\d", out, re.M) == ["1", "2"], out
+        return
+    if module == "benchmark.bench_speedup":
+        monkeypatch.setattr(bench_speedup, "filter_rows", accepted)
         with pytest.raises(ArgumentsAccepted):
-            target.main([*args, *ON_CPU[module]])
+            bench_speedup.main([*args, *ON_CPU[module]])
+        return
+    if module == "benchmark.bench_pipeline":
+        monkeypatch.setattr(bench_pipeline, "ensure_cifar", accepted)
+        with pytest.raises(ArgumentsAccepted):
+            bench_pipeline.main([*args, *ON_CPU[module]])
         return
     assert module == "benchmark.check_fast_path"
     # Without CUDA it checks every case's configuration, then says that nothing was captured.
@@ -161,5 +176,5 @@ def test_the_scripts_time_limits_leave_room_for_the_install_in_one_device_call()
         for line in lines
         if (match := re.match(r"\s*timeout (\d+) ", line)) and not line.rstrip().endswith("&")
     ]
-    assert len(limits) >= 5  # bench, bench per layer, pipeline, profile, the suite
+    assert len(limits) >= 6  # pack, bench, pipeline, the suite, speedup, per layer
     assert sum(limits) <= 540, f"the step limits add up to {sum(limits)} s"

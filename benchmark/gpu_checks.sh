@@ -9,7 +9,7 @@
 # Run it from the repository root with the project installed (or PYTHONPATH=.), on a machine
 # with one GPU. Each step has its own time limit so that one hang cannot eat the others; the
 # limits add up to 540 s, so that a device call of 600 s holds the install and all of them.
-# tests/test_gpu_checks_script.py runs every benchmark command below on the CPU.
+# tests/bench/test_gpu_checks_script.py runs every benchmark command below on the CPU.
 set -u
 LOGS=${1:-gpu-logs}
 mkdir -p "$LOGS"
@@ -26,7 +26,7 @@ cat "$LOGS/env.log"
 # 1. A grid's runs sharing the GPU: K = 1 (before) against K = 2, 4, 8 runs in one process, each
 #    on its own stream (harness trainers in threads, and bare captured steps round robin).
 stamp "pack"
-timeout 125 $PY -m benchmark.bench_pack --device cuda --models resnet56,vgg16,resnet18 \
+timeout 125 $PY -m benchmark.bench.pack --device cuda --models resnet56,vgg16,resnet18 \
     --k 1,2,4,8 --iters 40 2>&1 | tee "$LOGS/pack.log"
 
 # 2. Before/after for ResNet-56 (bare loop, harness, masks, every method) and two more models.
@@ -38,16 +38,16 @@ timeout 115 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --method
 #    each epoch's wall-clock and the 200-epoch projection). The stand-in is written outside logs.
 CIFAR=${TMPDIR:-/tmp}/prunebench-cifar
 stamp "pipeline"
-timeout 110 $PY -m benchmark.bench_pipeline --device cuda --epochs 5 --modes fast,fast-bf16 \
+timeout 110 $PY -m benchmark.bench.pipeline --device cuda --epochs 5 --modes fast,fast-bf16 \
     --root "$CIFAR" 2>&1 | tee "$LOGS/pipeline.log"
 
 # 4. Correctness, side by side: the fast path against eager for every method (deterministic
 #    twice, resume); one epoch of each large model of the other problems on CUDA (MaxViT,
 #    DeepLabV3, PSPNet, T5, on stand-ins); and the whole test suite on the GPU machine.
 stamp "checks"
-timeout 110 $PY -m benchmark.check_fast_path >"$LOGS/check.log" 2>&1 &
+timeout 110 $PY -m benchmark.bench.check_fast_path >"$LOGS/check.log" 2>&1 &
 CHECK=$!
-timeout 110 bash benchmark/gpu_model_epochs.sh "${TMPDIR:-/tmp}/prunebench-models" \
+timeout 110 bash benchmark/bench/gpu_model_epochs.sh "${TMPDIR:-/tmp}/prunebench-models" \
     >"$LOGS/models.log" 2>&1 &
 MODELS=$!
 timeout 110 $PY -m pytest -m "not slurm" -q -n 10 -p no:cacheprovider --timeout 90 \
@@ -61,7 +61,7 @@ cat "$LOGS/models.log"
 # 5. Extras, alone again: 2:4 semi-structured MaxViT linears against dense, and STR, CS and
 #    DST reparametrized layer by layer (before) against the batched default of step 2.
 stamp "speedup"
-timeout 40 $PY -m benchmark.bench_speedup --device cuda --repeats 20 2>&1 | tee "$LOGS/extra.log"
+timeout 40 $PY -m benchmark.bench.speedup --device cuda --repeats 20 2>&1 | tee "$LOGS/extra.log"
 stamp "bench per-layer reparametrization"
 timeout 40 $PY -m benchmark.bench --device cuda --iters 40 --repeats 1 --methods str,cs,dst \
     --modes fast-per-layer 2>&1 | tee -a "$LOGS/extra.log"

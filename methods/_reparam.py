@@ -33,13 +33,13 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 from torch.utils.hooks import RemovableHandle
 
-from benchmark.metrics import pruning_stability
+from benchmark.measure.metrics import pruning_stability
 from benchmark.pruning import PRUNABLE_TYPES, MaskStore
 from methods._batched import BatchedWeights, FlatLayout
 from methods.base import Method, TrainContext
 
 if TYPE_CHECKING:
-    from benchmark.config import RunConfig
+    from benchmark.config.run import RunConfig
 
 WEIGHT = "weight"
 # ``method.decay`` of CS and DST: the paper code's doubled decay of P, or weight decay once.
@@ -83,7 +83,7 @@ Reparam = TypeVar("Reparam", bound=WeightReparam)
 
 def validate_decay(cfg: RunConfig) -> None:
     """Check ``method.decay`` of CS or DST (raises ConfigError naming the field)."""
-    from benchmark.config import check
+    from benchmark.config.run import check
 
     value = cfg.method.params.decay
     check(value in DECAY_MODES, "method.decay", value, "one of 'reference', 'once'")

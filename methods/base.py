@@ -1,4 +1,4 @@
-"""The Method interface: the hooks the trainer calls, and the method registry.
+"""The Method interface: the hooks the trainer calls.
 
 A method sees the run through a :class:`TrainContext` and acts only through these hooks, so a new
 method never touches the trainer. The default hooks train densely with the run's original
@@ -15,11 +15,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchmark.registry import Registry
+from benchmark.config.method_registry import METHODS, register_method  # noqa: F401 (re-exported for plugins)
 
 if TYPE_CHECKING:
-    from benchmark.config import RunConfig
-    from benchmark.data import DataSource
+    from benchmark.config.run import RunConfig
+    from benchmark.data.base import DataSource
     from benchmark.pruning import MaskStore
 
 
@@ -56,8 +56,9 @@ class TrainContext:
     record: dict[str, Any] = field(default_factory=dict)
     # Recomputes BatchNorm running statistics of the current network (set by the trainer).
     recompute_batchnorm: Callable[[], None] | None = None
-    # Whether training steps are captured as CUDA graphs (benchmark.fast_step): a per-iteration
-    # value must then come from a device tensor, where the eager path may keep a Python number.
+    # Whether training steps are captured as CUDA graphs (benchmark.training.fast_step): a
+    # per-iteration value must then come from a device tensor, where the eager path may keep a
+    # Python number.
     captured_steps: bool = False
 
     @property
@@ -77,11 +78,11 @@ class Method:
     # Named hyperparameter presets (e.g. the paper's grids), used by grid files.
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     # Whether the per-iteration hooks (CAPTURED_HOOKS) may be captured in a CUDA graph and
-    # replayed (benchmark.fast_step): they do device work only, without host synchronisation
-    # (no .item(), no int(tensor)), without Python state that changes between iterations, and
-    # they read every value that varies between the iterations of one capture_key from device
-    # tensors (written in on_iteration_start). None (undeclared): captured only if the class
-    # overrides none of those hooks; False: every iteration eager, with a one-line warning.
+    # replayed (benchmark.training.fast_step): they do device work only, without host
+    # synchronisation (no .item(), no int(tensor)), without Python state that changes between
+    # iterations, and they read every value that varies between the iterations of one capture_key
+    # from device tensors (written in on_iteration_start). None (undeclared): captured only if the
+    # class overrides none of those hooks; False: every iteration eager, with a one-line warning.
     graph_safe: ClassVar[bool | None] = None
 
     def __init__(self, cfg: RunConfig) -> None:
@@ -121,7 +122,7 @@ class Method:
         """The per-iteration learning rates of the method's training (``ctx.original_lrs``):
         by default the run's schedule over :meth:`original_epochs`. Post-training FT runs at
         their smallest post-warm-up value."""
-        from benchmark.schedules import original_lrs
+        from benchmark.schedules.original import original_lrs
 
         return original_lrs(self.cfg.schedule, self.original_epochs(), iters_per_epoch)
 
@@ -228,7 +229,7 @@ class Method:
         With ``recompute_bn`` the BatchNorm statistics are recomputed right after pruning
         (:meth:`recompute_batchnorm`), before the accuracy after pruning is measured.
         """
-        from benchmark.metrics import pruning_stability
+        from benchmark.measure.metrics import pruning_stability
 
         assert self.ctx is not None
         before = self.ctx.evaluate("test")["top1"]
@@ -281,17 +282,6 @@ def hooks_graph_safe(cls: type[Method]) -> bool:
     return not any(hook in k.__dict__ for k in mro[:limit] for hook in CAPTURED_HOOKS)
 
 
-METHODS: Registry[type[Method]] = Registry("method")
-
-
-def register_method(cls: type[Method]) -> type[Method]:
-    """Class decorator: register a Method subclass under its ``name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__qualname__} has no name")
-    METHODS.add(cls.name, cls)
-    return cls
-
-
 def dense_parent(
     cfg: RunConfig,
     epochs: int,
@@ -308,7 +298,8 @@ def dense_parent(
     """
     import dataclasses
 
-    from benchmark.config import BudgetConfig, FinetuneConfig, MethodConfig, replace_section
+    from benchmark.config.parse import replace_section
+    from benchmark.config.run import BudgetConfig, FinetuneConfig, MethodConfig
 
     optim_changes = {k: v for k, v in (optim or {}).items() if v is not None}
     if weight_decay is not None:
@@ -405,9 +396,9 @@ _PARENT_FIELDS = {
 
 def validate_pretrained(cfg: RunConfig) -> None:
     """Check the from-pretrained options (raises ConfigError naming the ``method.*`` field)."""
-    from benchmark.config import MAX_EPOCHS, check
-    from benchmark.errors import ConfigError
-    from benchmark.schedules import validate_schedule
+    from benchmark.config.run import MAX_EPOCHS, check
+    from benchmark.core.errors import ConfigError
+    from benchmark.schedules.original import validate_schedule
 
     p = cfg.method.params
     check(
@@ -485,7 +476,8 @@ def compressed_lrs(
     """``full`` (the run's schedule over its original epochs) squeezed into ``epochs`` epochs by
     budget-aware conversion: lr(k) = full[floor(k * len(full) / n)], with the warm-up of
     ``full`` at the peak lr (as the reference's ``stepped`` retraining schedule)."""
-    from benchmark.schedules import original_warmup_iters, retrain_lrs
+    from benchmark.schedules.original import original_warmup_iters
+    from benchmark.schedules.retraining import retrain_lrs
 
     warmup = original_warmup_iters(cfg.schedule, iters_per_epoch)
     # "tuned-stepped" at the schedule's own peak is exactly that conversion, without warm-up.

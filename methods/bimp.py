@@ -1,12 +1,11 @@
-"""IMP, Budgeted IMP (BIMP) and the Renda et al. baseline: hard prune-retrain cycles.
+"""IMP and Budgeted IMP (BIMP): hard prune-retrain cycles (the Renda et al. baseline, built on
+the same cycles, is in :mod:`methods.renda`).
 
 - ``imp``: starts from a trained dense parent (a ``dense`` run in the store, trained once and
   shared by every child with the same parent config) and runs J prune-retrain cycles over
   ``budget.epochs`` retraining epochs. One Shot is J = 1.
 - ``bimp``: trains from scratch for T0 = ``budget.initial_epochs`` epochs with a linear decay from
   eta_1 to zero, then runs J cycles over the remaining T - T0 epochs; ALLR by default.
-- ``renda``: the baseline of Renda et al. (2020): prune 20% of the remaining weights per cycle and
-  retrain T_orig epochs with LRW each cycle, until the goal sparsity is reached.
 
 Cycle j (1-based) prunes to the sparsity 1 - (1 - s)^(j / J), i.e. a fraction
 q = 1 - (1 - s)^(1/J) of the remaining weights.
@@ -21,24 +20,22 @@ earlier cycles, which changes nothing that is recorded, is left out).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from benchmark.config import RunConfig, check
-from benchmark.errors import ConfigError
+from benchmark.config.run import RunConfig, check
+from benchmark.core.errors import ConfigError
 from benchmark.pruning import CRITERIA, compute_masks, filter_masks
-from benchmark.schedules import (
+from benchmark.schedules.original import linear_decay, original_warmup_iters
+from benchmark.schedules.retraining import (
     RETRAIN_SCHEDULES,
     acc_allr_d1,
     allr_d1,
     allr_d2,
     allr_scale,
-    linear_decay,
-    original_warmup_iters,
     retrain_lrs,
 )
 from methods.base import Method, MethodInfo, TrainContext, dense_parent, register_method
@@ -87,25 +84,6 @@ class IMPParams(BIMPParams):
 
 
 @dataclass
-class RendaParams:
-    """Hyperparameters of the Renda et al. baseline.
-
-    Attributes:
-        criterion: which weights each cycle prunes (as IMP's criterion)
-        prune_fraction: fraction of the remaining weights each cycle prunes, until the goal
-        parent_epochs: epochs of the dense parent; also the retraining epochs of every cycle
-            (LRW rewinds to the parent's schedule)
-        parent_weight_decay: weight decay of the dense parent; unset: the run's
-            optim.weight_decay
-    """
-
-    criterion: str = "global"
-    prune_fraction: float = 0.2
-    parent_epochs: int = 10
-    parent_weight_decay: float | None = None
-
-
-@dataclass
 class CyclePlan:
     """When each prune-retrain cycle starts and which sparsity it prunes to."""
 
@@ -148,7 +126,7 @@ IMP_INFO = MethodInfo(
 )
 
 
-class _PruneRetrain(Method):
+class PruneRetrain(Method):
     """Shared machinery of IMP, BIMP and the Renda baseline."""
 
     info = IMP_INFO
@@ -339,7 +317,7 @@ def _pruned_distance(ctx: TrainContext, new_masks: list[torch.Tensor]) -> float:
     return float(torch.sqrt(torch.as_tensor(sq)))
 
 
-def _validate_parent(cfg: RunConfig) -> None:
+def validate_parent(cfg: RunConfig) -> None:
     p = cfg.method.params
     check(p.parent_epochs > 0, "method.parent_epochs", p.parent_epochs, "an integer > 0")
     wd = p.parent_weight_decay
@@ -395,7 +373,7 @@ def _validate_common(cfg: RunConfig, retrain_total: int) -> None:
 
 
 @register_method
-class IMP(_PruneRetrain):
+class IMP(PruneRetrain):
     """IMP from a trained dense parent: J prune-retrain cycles over ``budget.epochs`` epochs."""
 
     name = "imp"
@@ -405,7 +383,7 @@ class IMP(_PruneRetrain):
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
-        _validate_parent(cfg)
+        validate_parent(cfg)
         _validate_common(cfg, cfg.budget.epochs)
 
     def make_plan(self) -> CyclePlan:
@@ -421,7 +399,7 @@ class IMP(_PruneRetrain):
 
 
 @register_method
-class BIMP(_PruneRetrain):
+class BIMP(PruneRetrain):
     """Budgeted IMP: T0 epochs of linear-decay training, then J cycles in T - T0 epochs."""
 
     name = "bimp"
@@ -483,48 +461,3 @@ class BIMP(_PruneRetrain):
         # BIMP's "original" schedule is its own initial linear decay.
         assert self.initial_lrs is not None
         return self.initial_lrs, 0
-
-
-@register_method
-class Renda(_PruneRetrain):
-    """Renda et al. (2020): prune 20% of what remains per cycle, retrain T_orig epochs (LRW).
-
-    The number of cycles follows from the goal sparsity (``budget.epochs`` and ``budget.cycles``
-    are not used): J = ceil(log(1 - s) / log(1 - prune_fraction)); the last cycle prunes only
-    what is left to reach exactly s.
-    """
-
-    name = "renda"
-    Params = RendaParams
-    info = MethodInfo(
-        sparsity_specifiable=True,
-        pruning_stable=False,
-        sparsity_agnostic=True,
-        extra_hyperparameters=0,
-        summary="Renda et al. baseline: prune 20% per cycle, retrain T_orig epochs with LRW",
-    )
-    budget_fields: frozenset[str] = frozenset()
-
-    @classmethod
-    def validate(cls, cfg: RunConfig) -> None:
-        p = cfg.method.params
-        check(0 < p.prune_fraction < 1, "method.prune_fraction", p.prune_fraction, "(0, 1)")
-        _validate_parent(cfg)
-        check(cfg.method.sparsity > 0, "method.sparsity", cfg.method.sparsity, "(0, 1) for renda")
-        CRITERIA.get(p.criterion, "method.criterion")
-
-    def make_plan(self) -> CyclePlan:
-        s, f = self.cfg.method.sparsity, self.params.prune_fraction
-        cycles = max(1, math.ceil(math.log(1 - s) / math.log(1 - f) - 1e-9))
-        targets = [min(1 - (1 - f) ** (j + 1), s) for j in range(cycles)]
-        targets[-1] = s
-        return CyclePlan(0, [self.params.parent_epochs] * cycles, targets)
-
-    def schedule_kind(self) -> str:
-        return "LRW"
-
-    def original_epochs(self) -> int:
-        return self.params.parent_epochs
-
-    def parent_config(self) -> RunConfig | None:
-        return dense_parent(self.cfg, self.params.parent_epochs, self.params.parent_weight_decay)

@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from benchmark.config import RunConfig
-from benchmark.flat import FlatBuffer, keep_count, topk_mask_
+from benchmark.config.run import RunConfig
+from benchmark.pruning.flat import FlatBuffer, keep_count, topk_mask_
 from methods.base import Method, MethodInfo, TrainContext, register_method
 
 

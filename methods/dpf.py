@@ -4,7 +4,7 @@ DPF keeps dense weights and a mask. The forward and backward passes use the mask
 gradient taken at that masked point updates the dense weights (error feedback), so a pruned
 weight keeps training and can return when the mask is recomputed. The mask is recomputed from
 the dense weights by global magnitude every ``refresh_every`` iterations and at each pruning
-epoch of the cubic schedule of :mod:`benchmark.gradual` (the same as GMP's). Between pruning
+epoch of the cubic schedule of :mod:`benchmark.pruning.gradual` (the same as GMP's). Between pruning
 points the target is the schedule's value at the last pruning epoch passed; before the first
 one the model trains densely. After training, the last mask is applied for good and the
 pruning stability (test accuracy of the dense weights versus the pruned model) is recorded.
@@ -23,7 +23,7 @@ epochs, as for GMP.
 
 Reference behaviour followed (ZIB-IOL/BIMP, ``DPF``): the same pruning epochs as GMP, where
 ``method.steps`` is the paper's label T / I ("equally distributed pruning steps"), run as the
-interval I = floor(T / steps) (see :mod:`benchmark.gradual`); a mask refresh every 16
+interval I = floor(T / steps) (see :mod:`benchmark.pruning.gradual`); a mask refresh every 16
 iterations at the last scheduled target; the gradient at the masked weights updates the dense
 ones.
 """
@@ -35,9 +35,9 @@ from typing import Any
 
 import torch
 
-from benchmark.config import RunConfig, check
-from benchmark.gradual import GradualSchedule
+from benchmark.config.run import RunConfig, check
 from benchmark.pruning import magnitude_topk_masks
+from benchmark.pruning.gradual import GradualSchedule
 from methods.base import Method, MethodInfo, TrainContext, register_method
 from methods.gmp import schedule_of
 

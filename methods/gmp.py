@@ -2,8 +2,8 @@
 
 GMP trains from scratch for T = ``budget.epochs`` epochs and prunes at the ends of the epochs
 I, 2I, ..., P_s I to the cubic schedule s(e) = s_f (1 - (1 - e / (P_s I))^3) of
-:mod:`benchmark.gradual`, with P_s = floor(T / I) - 1; the last I or more epochs train with the
-final mask. ``method.interval`` is I; ``method.steps`` is the paper's label "n equally
+:mod:`benchmark.pruning.gradual`, with P_s = floor(T / I) - 1; the last I or more epochs train
+with the final mask. ``method.interval`` is I; ``method.steps`` is the paper's label "n equally
 distributed pruning steps", which its code (ZIB-IOL/BIMP, ``GMP.pruning_interval``) ran as
 I = floor(T / n): 100 steps in 200 epochs prune every 2 epochs and reach the goal at epoch 198.
 
@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.config import RunConfig, check
-from benchmark.gradual import GradualSchedule, gradual_schedule
-from benchmark.metrics import pruning_stability
+from benchmark.config.run import RunConfig, check
+from benchmark.measure.metrics import pruning_stability
 from benchmark.pruning import CRITERIA, compute_masks
-from benchmark.schedules import linear_decay
+from benchmark.pruning.gradual import GradualSchedule, gradual_schedule
+from benchmark.schedules.original import linear_decay
 from methods.base import Method, MethodInfo, TrainContext, register_method
 
 VARIANTS = ("hard", "soft")

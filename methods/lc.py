@@ -58,9 +58,9 @@ from typing import Any
 
 import torch
 
-from benchmark.config import RunConfig, check
-from benchmark.flat import FlatBuffer, keep_count, topk_mask_
+from benchmark.config.run import RunConfig, check
 from benchmark.pruning import compute_masks
+from benchmark.pruning.flat import FlatBuffer, keep_count, topk_mask_
 from methods.base import (
     MethodInfo,
     PretrainedMethod,

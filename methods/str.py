@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from benchmark.config import RunConfig, check
+from benchmark.config.run import RunConfig, check
 from methods._batched import FlatLayout, expand
 from methods._reparam import ReparamMethod, WeightReparam
 from methods.base import MethodInfo, register_method

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmark.config import RunConfig
-from benchmark.contract import comparable, run_interrupted, tiny_config
-from benchmark.runner import parent_weights
-from benchmark.store import Store
-from benchmark.trainer import Trainer
+from benchmark.config.run import RunConfig
+from benchmark.store.results import Store
+from benchmark.training.contract import comparable, run_interrupted, tiny_config
+from benchmark.training.runner import parent_weights
+from benchmark.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 __all__ = [
@@ -38,7 +39,7 @@ def run_uninterrupted(cfg: RunConfig) -> dict[str, Any]:
 def record_lrs(trainer: Trainer) -> list[float]:
     """Train ``trainer`` to the end and return the learning rate of every optimizer step."""
     lrs: list[float] = []
-    original = trainer._set_lr
+    original = trainer.set_lr
 
     # Recorded where the trainer sets it before every iteration (a replayed CUDA graph runs no
     # Python), as the optimizer holds it: a float, or a device tensor on the fast path.
@@ -46,7 +47,7 @@ def record_lrs(trainer: Trainer) -> list[float]:
         original(lr)
         lrs.append(float(trainer.optimizer.param_groups[0]["lr"]))
 
-    trainer._set_lr = set_lr  # type: ignore[method-assign]
+    trainer.set_lr = set_lr  # type: ignore[method-assign]
     trainer.fit()
     return lrs
 
@@ -111,7 +112,7 @@ def execute_float64(configs: list[RunConfig]) -> None:
     """Execute ``configs`` in float64 (a rank's job; see test_contract's equality test)."""
     import torch
 
-    from benchmark.distributed import execute_all
+    from benchmark.training.runner import execute_all
 
     torch.set_default_dtype(torch.float64)
     execute_all(configs, {})
@@ -122,41 +123,42 @@ def execute_then_die(done: RunConfig, killed: RunConfig, epochs: int, code: int)
     right after its epoch-``epochs`` checkpoint, as a preempted job would."""
     import os
 
-    from benchmark.runner import execute
+    from benchmark.training.runner import execute
 
     execute(done)
-    original = Trainer._save
+    original = Trainer.write_checkpoint
 
     def save_then_die(self: Trainer) -> None:
         original(self)
         if self.state.epoch == epochs:
             os._exit(code)
 
-    Trainer._save = save_then_die  # type: ignore[method-assign]
+    Trainer.write_checkpoint = save_then_die  # type: ignore[method-assign]
     execute(killed)
 
 
 def execute_failing_on_rank(cfg: RunConfig, bad_rank: int, epoch: int) -> None:
     """Execute ``cfg``; rank ``bad_rank`` raises a ValueError at the start of ``epoch``."""
-    from benchmark.distributed import rank
-    from benchmark.runner import execute
+    import benchmark.training.loop as loop
+    from benchmark.training.distributed import rank
+    from benchmark.training.runner import execute
 
-    original = Trainer.train_epoch
+    original = loop.epoch_steps
 
-    def train_epoch(self: Trainer, e: int) -> dict[str, Any]:
+    def epoch_steps(trainer: Trainer, e: int) -> Generator[None, None, dict[str, Any]]:
         if e == epoch and rank() == bad_rank:
             raise ValueError(f"disk full on rank {bad_rank}")
-        return original(self, e)
+        return (yield from original(trainer, e))
 
-    Trainer.train_epoch = train_epoch  # type: ignore[method-assign]
+    loop.epoch_steps = epoch_steps
     execute(cfg)
 
 
 def execute_diverging_masks(cfg: RunConfig, bad_rank: int) -> None:
     """Execute ``cfg`` while rank ``bad_rank`` flips one entry of every new hard mask."""
-    from benchmark.distributed import rank
     from benchmark.pruning import MaskStore
-    from benchmark.runner import execute
+    from benchmark.training.distributed import rank
+    from benchmark.training.runner import execute
 
     original = MaskStore.update
 

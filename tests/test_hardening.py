@@ -23,15 +23,16 @@ from helpers import (  # noqa: F401 (no_training is a fixture)
     tiny_config,
 )
 
-from benchmark.checkpoint import CorruptFileError, write_json_atomic
 from benchmark.cli import main
-from benchmark.config import load_config
-from benchmark.errors import ConfigError
-from benchmark.grid import grid_from_dict, load_grid
+from benchmark.core.errors import ConfigError
+from benchmark.core.files import CorruptFileError, write_json_atomic
 from benchmark.launch import JobRef, job_states
-from benchmark.runner import execute
-from benchmark.store import Store, StoreWarning, load_store
-from benchmark.trainer import Trainer
+from benchmark.launch.grid import grid_from_dict, load_grid
+from benchmark.store.frame import load_store
+from benchmark.store.results import Store, StoreWarning
+from benchmark.training.runner import execute
+from benchmark.training.trainer import Trainer
+from benchmark.training.validation import load_config
 
 TINY = [
     "logging.progress=false",
@@ -140,7 +141,7 @@ def test_a_failing_forced_write_keeps_the_old_result_in_place(
     def disk_full(path: Path, data: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("benchmark.store.write_json_atomic", disk_full)
+    monkeypatch.setattr("benchmark.store.results.write_json_atomic", disk_full)
     with pytest.raises(OSError, match="No space"):
         store.write({"run_id": "a", "status": "finished", "v": 1}, force=True)
     assert store.read("a") == {"run_id": "a", "status": "finished", "v": 0}
@@ -371,20 +372,17 @@ def test_a_huge_unknown_key_is_not_echoed_in_full() -> None:
 # --------------------------------------------------------------------------- structure
 
 
-def test_config_imports_no_registry_and_validation_sits_above_them() -> None:
+def test_config_imports_no_registry_and_no_torch() -> None:
+    # The command line parses configs before anything heavy loads (tests/test_architecture.py
+    # holds the layering as a whole).
     import subprocess
     import sys
 
     code = (
-        "import sys, benchmark.config as c\n"
-        "bad = [m for m in ('benchmark.data', 'benchmark.models', 'benchmark.schedules',"
-        " 'benchmark.validation', 'methods') if m in sys.modules]\n"
+        "import sys, benchmark.config\n"
+        "bad = [m for m in ('torch', 'benchmark.data', 'benchmark.models', 'benchmark.schedules',"
+        " 'benchmark.training.validation', 'methods') if m in sys.modules]\n"
         "assert not bad, bad\n"
-        "import benchmark.validation\n"
-        "assert c.load_config is benchmark.validation.load_config\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    source = (Path(__file__).resolve().parents[1] / "benchmark" / "config.py").read_text()
-    for module in ("benchmark.data", "benchmark.models", "benchmark.schedules"):
-        assert module not in source

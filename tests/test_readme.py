@@ -6,7 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
-from benchmark.config import config_from_dict, validate
+from benchmark.config.parse import config_from_dict
+from benchmark.training.validation import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -35,7 +36,7 @@ def test_readme_complete_config_is_valid() -> None:
 
 
 def test_the_quickstart_shows_the_result_its_first_run_stores() -> None:
-    from benchmark.config import load_config
+    from benchmark.training.validation import load_config
 
     quickstart = README.split("## Quickstart", 1)[1].split("```", 2)[1]
     (shown,) = re.findall(r"prunebench show (\S+)", quickstart)

@@ -2,6 +2,8 @@
 
 Every module of this package named ``tab_*`` or ``fig_*`` defines ``SPEC`` or ``SPECS``; importing
 the package registers them all in :data:`EXPERIMENTS`.
+
+May import: core, config, data, methods, training.
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from benchmark.errors import ConfigError
+from benchmark.core.errors import ConfigError
+from benchmark.core.registry import Registry
 from benchmark.experiments.base import Experiment, PlannedRun, Scale, TableLayout
 from benchmark.experiments.not_reproducible import NOT_REPRODUCIBLE
-from benchmark.registry import Registry
 
 EXPERIMENTS: Registry[Experiment] = Registry("experiment")
 

@@ -3,7 +3,7 @@
 A spec never reads results: it lists the runs a table or figure needs (:class:`PlannedRun`,
 each tagged with the cell it feeds and its tuned configuration) at a given scale, and for tables
 how the cells are laid out (:class:`TableLayout`). Selection, aggregation and rendering live in
-``benchmark.tables``; figures in ``benchmark.plots``.
+``benchmark.reporting.tables``; figures in ``benchmark.reporting.plots``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any, Generic, Literal, TypeVar
 
 import pandas as pd
 
-from benchmark.config import RunConfig, config_from_dict
-from benchmark.errors import ConfigError
-from benchmark.validation import validate
+from benchmark.config.parse import config_from_dict
+from benchmark.config.run import RunConfig
+from benchmark.core.errors import ConfigError
+from benchmark.training.validation import validate
 
 Scale = Literal["smoke", "paper"]
 SCALES: tuple[Scale, ...] = ("smoke", "paper")
@@ -68,7 +69,7 @@ class Problem:
     seeds: tuple[int, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
     dense_weight_decay: float | None = None
-    # A benchmark.fakedata writer whose stand-in files data.root holds (smoke problems only).
+    # A benchmark.data.fakedata writer whose stand-in files data.root holds (smoke problems only).
     standin: str = ""
 
     @property
@@ -88,7 +89,7 @@ class Problem:
         root = Path(self.data["root"])
         if root.exists():
             return
-        from benchmark.fakedata import WRITERS
+        from benchmark.data.fakedata import WRITERS
 
         tmp = root.with_name(f"{root.name}.partial")
         if tmp.exists():
@@ -188,7 +189,7 @@ class Experiment:
     id: str = ""
     kind: Literal["table", "figure"] = "table"
     description: str = ""
-    # The figure function of benchmark.plots that draws it (tables may have one too).
+    # The figure function of benchmark.reporting.plots that draws it (tables may have one too).
     plot: str | None = None
     # Whether CI reproduces it at smoke scale.
     ci: bool = False
@@ -207,7 +208,7 @@ class Experiment:
     @property
     def paper_table(self) -> str | None:
         """The id of the paper's own numbers in results/paper, when the paper has a table."""
-        from benchmark.paper_numbers import list_paper_tables
+        from benchmark.experiments.paper_numbers import list_paper_tables
 
         return self.id if self.id in list_paper_tables() else None
 
@@ -262,7 +263,7 @@ def registered(method: str) -> bool:
 
 def unknown_params(method: str, values: Iterable[str]) -> list[str]:
     """The dotted ``method.*`` keys of ``values`` that registered ``method`` does not declare."""
-    from benchmark.config import METHOD_COMMON_KEYS
+    from benchmark.config.run import METHOD_COMMON_KEYS
     from methods import get_method
 
     known = {f.name for f in dataclasses.fields(get_method(method).Params)}

@@ -8,9 +8,9 @@ the linear schedule where the paper adds it). Section 4.3's procedure is planned
 post-training FT for every method but BIMP (:attr:`MethodGrid.finetune_epochs`), LC and GSM also
 from a pretrained model (:attr:`MethodRow.pretrained`), selected per cell like any other tuned
 setting. Methods whose sparsity is not specifiable (CS, STR, DST) are planned once per
-configuration and placed after training (``benchmark.tables.TableRules``). Rows of methods that
-are not registered, or whose parameters the registered method does not declare, are reported as
-unavailable instead of planned.
+configuration and placed after training (``benchmark.reporting.tables.TableRules``). Rows of
+methods that are not registered, or whose parameters the registered method does not declare, are
+reported as unavailable instead of planned.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ PARENT_KEYS = [
 def standard_parent(problem: Problem) -> dict[str, Any]:
     """The ``method.parent_*`` settings that make a from-pretrained run's dense parent the
     problem's standard dense model, whatever the run itself tunes."""
-    from benchmark.config import OptimConfig
+    from benchmark.config.run import OptimConfig
 
     schedule = problem.schedule
     optim = problem.extra.get("optim", {})

@@ -17,6 +17,8 @@ parent's array task; locally, the next dependency level starts when the previous
 Every task runs :class:`GridTask`, a submitit ``Checkpointable``: on the time-limit or preemption
 signal submitit requeues it, and each run resumes from the core's last epoch checkpoint (the run
 looks for it itself, so a job killed outright resumes the same way).
+
+May import: core, config, store, methods, training.
 """
 
 from benchmark.launch.planning import (
@@ -32,13 +34,6 @@ from benchmark.launch.planning import (
     unfinished_refs,
 )
 from benchmark.launch.profiles import PROFILE_RULES, SlurmProfile, load_profile, profile_path
-from benchmark.launch.records import (
-    JobRef,
-    SubmissionRecord,
-    load_index,
-    records_dir,
-    store_lock,
-)
 from benchmark.launch.scheduler import (
     JobState,
     LaunchError,
@@ -51,6 +46,13 @@ from benchmark.launch.scheduler import (
 from benchmark.launch.settings import EXECUTORS, LaunchSettings, available_cores
 from benchmark.launch.submit import SubmitResult, prepare, submit_grid, wait_for
 from benchmark.launch.task import GridTask, ParentNotFinished, RunsFailed
+from benchmark.store.submissions import (
+    JobRef,
+    SubmissionRecord,
+    load_index,
+    records_dir,
+    store_lock,
+)
 
 __all__ = [
     "EXECUTORS",

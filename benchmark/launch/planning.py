@@ -6,11 +6,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmark.config import RunConfig
-from benchmark.grid import Expansion
-from benchmark.launch.records import JobRef
+from benchmark.config.run import RunConfig
+from benchmark.launch.expansion import Expansion
 from benchmark.launch.scheduler import JobState, _chunks, classify
-from benchmark.store import FAILED, FINISHED, Store
+from benchmark.store.results import FAILED, FINISHED, Store
+from benchmark.store.submissions import JobRef
 
 # SLURM's default MaxArraySize is 1001 (indices 0-1000); larger batches become several arrays.
 MAX_ARRAY_TASKS = 1000

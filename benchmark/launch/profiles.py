@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.config import check
-from benchmark.errors import ConfigError
-from benchmark.tomlfile import load_toml
+from benchmark.config.run import check
+from benchmark.core.errors import ConfigError
+from benchmark.core.tomlfile import load_toml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

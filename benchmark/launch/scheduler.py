@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.launch.records import JobRef
-from benchmark.store import FAILED, FINISHED
+from benchmark.store.results import FAILED, FINISHED
+from benchmark.store.submissions import JobRef
 
 
 class LaunchError(RuntimeError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from benchmark.config import check
+from benchmark.config.run import check
 from benchmark.launch.profiles import SlurmProfile
 
 EXECUTORS = ("slurm", "local", "debug")

@@ -13,8 +13,9 @@ from typing import Any, TextIO
 
 import submitit
 
-from benchmark.errors import ConfigError
-from benchmark.grid import MAX_CELLS, Expansion, Grid, expand
+from benchmark.core.errors import ConfigError
+from benchmark.launch.expansion import Expansion, expand
+from benchmark.launch.grid import MAX_CELLS, Grid
 from benchmark.launch.planning import (
     JobSpec,
     Node,
@@ -27,11 +28,11 @@ from benchmark.launch.planning import (
     slurm_specs,
     unfinished_refs,
 )
-from benchmark.launch.records import SubmissionRecord, load_index, records_dir, store_lock
 from benchmark.launch.scheduler import LaunchError, job_states
 from benchmark.launch.settings import LaunchSettings
 from benchmark.launch.task import GridTask
-from benchmark.store import FAILED, FINISHED, Store
+from benchmark.store.results import FAILED, FINISHED, Store
+from benchmark.store.submissions import SubmissionRecord, load_index, records_dir, store_lock
 
 
 @dataclass
@@ -378,7 +379,7 @@ def prepare(
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:
     """Refuse, before anything is queued, runs that the profile's processes cannot share (each
     job would otherwise fail on the cluster with the same config error)."""
-    from benchmark.distributed import check_batch
+    from benchmark.training.distributed import check_batch
 
     procs = settings.profile.processes_per_run if settings.profile is not None else 1
     if settings.executor != "slurm" or procs == 1:

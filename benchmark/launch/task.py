@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import submitit
 from submitit.core.utils import UncompletedJobError
 
-from benchmark.config import RunConfig
-from benchmark.store import FAILED, FINISHED, ResultExistsError, RunLockedError, Store
+from benchmark.config.run import RunConfig
+from benchmark.store.results import FAILED, FINISHED, ResultExistsError, RunLockedError, Store
 
 LOG_TAIL_LINES = 40
 SKIPPED = "skipped"  # another job holds the run's lock
@@ -41,7 +41,7 @@ class GridTask(submitit.helpers.Checkpointable):
         self.isolate = isolate
 
     def __call__(self) -> dict[str, str]:
-        from benchmark.distributed import job_process_group
+        from benchmark.training.distributed import job_process_group
 
         # A job of several tasks trains each run data-parallel; there a failing run ends the
         # job (the ranks must stay in step), so it is never isolated.
@@ -49,7 +49,7 @@ class GridTask(submitit.helpers.Checkpointable):
             return self._run(parallel)
 
     def _run(self, parallel: bool) -> dict[str, str]:
-        from benchmark.runner import execute
+        from benchmark.training.runner import execute
 
         if self.threads:
             import torch
@@ -144,7 +144,7 @@ def _record_failure(store: Store, cfg: RunConfig, err: BaseException) -> None:
         return
     record = store.read(rid)
     if record is None or record.get("status") != FAILED:
-        from benchmark.runner import failure_record
+        from benchmark.training.runner import failure_record
 
         record = failure_record(cfg, err)
     job_id, tail = _job_log_tail()

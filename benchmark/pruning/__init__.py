@@ -30,6 +30,8 @@ Modules: :mod:`~benchmark.pruning.prunable` (the set P), :mod:`~benchmark.prunin
 (:class:`MaskStore`), :mod:`~benchmark.pruning.criteria` (selection and :func:`compute_masks`),
 :mod:`~benchmark.pruning.allocation` (per-layer keep counts) and
 :mod:`~benchmark.pruning.filters` (structured filter pruning).
+
+May import: core, config.
 """
 
 from benchmark.pruning.allocation import allocate_counts

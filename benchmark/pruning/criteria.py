@@ -10,11 +10,11 @@ from numbers import Real
 import torch
 from torch import Tensor, nn
 
-from benchmark.errors import ConfigError
-from benchmark.nm_sparsity import PATTERNS as NM_PATTERNS
-from benchmark.nm_sparsity import nm_criterion
+from benchmark.core.errors import ConfigError
+from benchmark.core.registry import Registry
 from benchmark.pruning.allocation import allocate_counts
-from benchmark.registry import Registry
+from benchmark.pruning.nm import PATTERNS as NM_PATTERNS
+from benchmark.pruning.nm import nm_criterion
 
 SPARSITY_FIELD = "method.sparsity"
 CRITERION_FIELD = "method.criterion"
@@ -160,7 +160,7 @@ def _erk(sel: Selection) -> list[Tensor]:
     return _layerwise_masks(sel, sums, [0] * len(sel.weights))
 
 
-# N:M semi-structured patterns ("nm" = 2:4, also "2:4", "1:4", "4:8"): benchmark.nm_sparsity.
+# N:M semi-structured patterns ("nm" = 2:4, also "2:4", "1:4", "4:8"): benchmark.pruning.nm.
 for _name, (_n, _m) in NM_PATTERNS.items():
     CRITERIA.add(_name, nm_criterion(_n, _m))
 

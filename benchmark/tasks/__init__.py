@@ -6,6 +6,8 @@ and the evaluation metrics, so trainer, methods, store and tables work the same 
 Every task's evaluation dict holds ``"loss"``, ``"top1"`` (per example, per pixel or per token
 top-1 accuracy: methods measure pruning stability with it) and the task's headline metric named by
 :attr:`Task.metric`, higher being better.
+
+May import: core, config, data, measure, pruning.
 """
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from torch import Tensor, nn
 
-from benchmark.registry import Registry
+from benchmark.core.registry import Registry
 
 if TYPE_CHECKING:
-    from benchmark.config import RunConfig
-    from benchmark.data import DataSource
+    from benchmark.config.run import RunConfig
+    from benchmark.data.base import DataSource
 
 
 class Task:
@@ -45,7 +45,7 @@ class Task:
 
     def speedup(self, model: nn.Module, data: DataSource) -> dict[str, float]:
         """Dense/sparse MAC counts and theoretical speedup on :meth:`example_inputs`."""
-        from benchmark.metrics import theoretical_speedup
+        from benchmark.measure.metrics import theoretical_speedup
 
         return theoretical_speedup(model, self.example_inputs(data))
 

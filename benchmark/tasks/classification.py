@@ -9,8 +9,8 @@ from torch import Tensor, nn
 from benchmark.tasks.base import TASKS, Task
 
 if TYPE_CHECKING:
-    from benchmark.config import RunConfig
-    from benchmark.data import DataSource
+    from benchmark.config.run import RunConfig
+    from benchmark.data.base import DataSource
 
 
 @TASKS.register("classification")
@@ -32,6 +32,6 @@ class Classification(Task):
 
     def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
         """Top-1 (top-5) accuracy and mean cross-entropy on ``split``."""
-        from benchmark.metrics import evaluate
+        from benchmark.measure.metrics import evaluate
 
         return evaluate(model, data.eval_batches(split), data.num_classes, bf16=self.cfg.optim.bf16)

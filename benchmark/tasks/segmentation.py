@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from benchmark.tasks.base import TASKS, Task
 
 if TYPE_CHECKING:
-    from benchmark.data import DataSource
+    from benchmark.data.base import DataSource
 
 IGNORE_INDEX = 255
 # Weight of the auxiliary head's loss (PSPNet, Zhao et al. 2017).
@@ -59,7 +59,7 @@ def evaluate_segmentation(
 
     Ignored pixels count nowhere; runs in eval mode and restores the modules' modes afterwards.
     """
-    from benchmark.metrics import eval_mode, model_device
+    from benchmark.measure.metrics import eval_mode, model_device
 
     device = model_device(model)
     confusion = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device)

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from benchmark.tasks.base import TASKS, Task
 
 if TYPE_CHECKING:
-    from benchmark.data import DataSource
+    from benchmark.data.base import DataSource
 
 PAD_ID = 0
 LABEL_IGNORE = -100
@@ -46,7 +46,7 @@ def evaluate_translation(
 ) -> dict[str, float]:
     """Return "loss" (cross-entropy per target token), "top1" (teacher-forced token accuracy)
     and, with ``with_bleu``, "bleu": greedy translations against the split's references."""
-    from benchmark.metrics import eval_mode, model_device
+    from benchmark.measure.metrics import eval_mode, model_device
 
     device = model_device(model)
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)

@@ -1,0 +1,454 @@
+"""The ``prunebench`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.core.errors import ConfigError, DatasetError
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", nargs="?", help="a TOML run config (default: BIMP on digits)")
+    _add_set_arg(p, "override one config value (repeatable), e.g. --set method.sparsity=0.95")
+
+
+def _add_set_arg(p: argparse.ArgumentParser, help_text: str) -> None:
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=help_text,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    from benchmark.cli import experiments as experiments_cli
+    from benchmark.cli import launch as launch_cli
+    from benchmark.cli import report as report_cli
+    from benchmark.cli import schedules as schedule_cli
+
+    parser = argparse.ArgumentParser(
+        prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train one configured run (resumes from its checkpoint)")
+    _add_config_args(run)
+    run.add_argument("--resume", action="store_true", help="require and continue a checkpoint")
+    run.add_argument("--force", action="store_true", help="rerun even if the run has finished")
+    run.add_argument("--wandb", action="store_true", help="log to Weights & Biases (offline)")
+    run.add_argument("--print-config", action="store_true", help="print the TOML and exit")
+    run.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    run.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train with N data-parallel processes on this machine (each takes batch/N)",
+    )
+
+    demo = sub.add_parser("demo", help="the main job: a small comparison on digits")
+    demo.add_argument("--store", default="results/runs", help="results store folder")
+    demo.add_argument("--figure", default="results/figures/demo.png", help="figure path")
+    demo.add_argument("--epochs", type=int, default=30, help="budget T of each run")
+    demo.add_argument("--sparsity", type=float, default=0.9, help="goal sparsity")
+    demo.add_argument(
+        "--threads", type=int, default=0, help="torch threads of every run (0: torch's default)"
+    )
+    _add_set_arg(demo, "override a value of every demo run (repeatable), e.g. data.batch_size=32")
+
+    methods = sub.add_parser(
+        "methods",
+        help="list the registered methods; with NAME, every key (type, default, meaning) and "
+        "the presets",
+    )
+    methods.add_argument("name", nargs="?", help="a method: its keys, meanings and presets")
+    methods.add_argument(
+        "--markdown", action="store_true", help="print the README's method table instead"
+    )
+
+    check = sub.add_parser(
+        "check-method",
+        help="run the method contract (budget, exact sparsity, resume, ...) on digits",
+        description="Train each named method briefly on digits and check the contract every "
+        "method must pass: within the budget, exact goal sparsity, stored metrics match the "
+        "weights, determinism, exact resume, hard masks hold. Exit status 1 if a check fails.",
+    )
+    check.add_argument("names", nargs="+", metavar="NAME", help="registered method names")
+    _add_set_arg(check, "extra override of the contract's config, e.g. method.parent_epochs=1")
+    check.add_argument(
+        "--workdir", default=None, help="keep the runs here (default: a temporary folder)"
+    )
+
+    show = sub.add_parser("show", help="print a stored run")
+    show.add_argument("run", help="run id or path to a result JSON")
+    show.add_argument("--store", default="results/runs", help="results store folder")
+    show.add_argument("--json", action="store_true", help="print the whole record as JSON")
+
+    fake = sub.add_parser(
+        "fake-data",
+        help="write small stand-in dataset files in the real on-disk formats",
+    )
+    fake.add_argument(
+        "dataset", choices=["cifar10", "cifar100", "imagenet", "coco", "cityscapes", "wmt16"]
+    )
+    fake.add_argument("--root", default="data", help="folder to write into (data.root)")
+    fake.add_argument("--size", type=int, default=200, help="training images (CIFAR)")
+    fake.add_argument("--signal", type=float, default=0.5, help="class signal in [0, 1) (CIFAR)")
+    fake.add_argument(
+        "--photos",
+        action="store_true",
+        help="imagenet: --size photograph-like 500x375 JPEGs (quality 90) for loader speed",
+    )
+    fake.add_argument("--classes", type=int, default=10, help="class folders (--photos)")
+
+    schedule_cli.add_parser(sub)
+    experiments_cli.add_parsers(sub)
+    launch_cli.add_parsers(sub)
+    report_cli.add_parsers(sub)
+    _show_defaults(parser)
+    return parser
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default in --help, except the uninformative None and False."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False) or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = _HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _show_defaults(sub)
+
+
+# Errors about what to show (a table or figure id) rather than about a run's config.
+_ID_FIELDS = ("experiment id", "table id", "figure id")
+
+
+def _step_note(metrics: dict) -> str:
+    """How the training steps ran, after the images/s figure (older results say nothing)."""
+    step = metrics.get("step")
+    if not step:
+        return ""
+    if step.get("mode") == "cuda_graphs":
+        untimed = f"{metrics.get('compile_seconds', 0.0):.1f} s capturing"
+        warmup = metrics.get("warmup_seconds", 0.0)
+        if warmup >= 0.05:
+            untimed += f", {warmup:.1f} s on new batch shapes (kernel autotuning)"
+        return f" (CUDA graphs; {untimed}, not counted)"
+    return f" (eager: {step['why_eager']})" if step.get("why_eager") else ""
+
+
+def _images_per_s(metrics: dict) -> str:
+    """The images/s figure and how it was measured; none when no iteration was timed."""
+    if metrics["images_per_s"] > 0:
+        return f"{metrics['images_per_s']:.0f}" + _step_note(metrics)
+    # Each epoch's first iterations are left out of the timing (TIMING_WARMUP_ITERS).
+    return "not measured (no epoch had more iterations than its untimed first ones)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``prunebench`` console script."""
+    from benchmark.core.files import CorruptFileError
+    from benchmark.store.results import RunLockedError
+
+    args = build_parser().parse_args(argv)
+    try:
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return code
+    except ConfigError as err:
+        kind = "error" if err.field in _ID_FIELDS else "config error"
+        print(f"prunebench: {kind}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except DatasetError as err:
+        print(f"prunebench: data error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        # The reader went away (``prunebench list | head``): stop quietly, as Unix tools do.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILURE
+    except (RunLockedError, CorruptFileError) as err:
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        # Ctrl-C is a user's choice, not a crash: no traceback; say how the work continues.
+        trains = args.command in ("run", "demo", "reproduce")
+        again = " (the same command resumes from the last epoch checkpoint)" if trains else ""
+        print(f"prunebench: interrupted{again}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``prunebench run``: validate, then train (or report the finished result)."""
+    from benchmark.config.parse import config_to_toml
+    from benchmark.training.distributed import RankFailed
+    from benchmark.training.runner import ResumeError, execute
+    from benchmark.training.validation import load_config
+
+    overrides = list(args.overrides)
+    if args.wandb:
+        overrides.append("logging.wandb=true")
+    cfg = load_config(args.config, overrides)
+    if args.print_config:
+        print(f"# run id: {cfg.run_id}")
+        print(f"# what each [method] key means: prunebench methods {cfg.method.name}")
+        print(config_to_toml(cfg), end="")
+        return 0
+    try:
+        if args.nproc == 1:
+            record = execute(cfg, force=args.force, require_resume=args.resume)
+        else:
+            record = _run_parallel(cfg, args.nproc, force=args.force, resume=args.resume)
+    except ResumeError as err:
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except RankFailed as err:  # a rank of a data-parallel run failed (recorded in the store)
+        print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(record, indent=2))
+    else:
+        print(format_summary(record))
+    return 0
+
+
+def _run_parallel(cfg: Any, nproc: int, *, force: bool, resume: bool) -> dict[str, Any]:
+    """Train ``cfg`` with ``nproc`` local processes and return rank 0's stored record."""
+    from benchmark.store.results import Store
+    from benchmark.training.distributed import check_batch
+    from benchmark.training.runner import ResumeError, run_local
+
+    check_batch(cfg.data.batch_size, nproc)
+    store = Store(cfg.output.dir)
+    if resume and not store.checkpoint_path(cfg.run_id).exists():
+        path = store.checkpoint_path(cfg.run_id)
+        raise ResumeError(f"run {cfg.run_id} has no checkpoint at {path} to resume from")
+    run_local([cfg], nproc, force=force, require_resume=resume)
+    record = store.read(cfg.run_id)
+    assert record is not None
+    return record
+
+
+def format_summary(record: dict[str, Any]) -> str:
+    """A few lines describing a finished run."""
+    m = record["metrics"]
+    lines = [
+        f"run {record['run_id']} ({record['method']}): {record['status']}",
+        f"  test top-1      {m['test']['top1']:.4f}"
+        + (f"   top-5 {m['test']['top5']:.4f}" if "top5" in m["test"] else ""),
+        f"  val top-1       {m['val']['top1']:.4f}",
+        *(f"  test {k:<11}{m['test'][k]:.4f}" for k in ("miou", "bleu") if k in m["test"]),
+        f"  sparsity        {m['sparsity']:.4f} (prunable), {m['sparsity_total']:.4f} (all)",
+        f"  speedup         {m['speedup']:.2f}x (corrected {m['speedup_corrected']:.2f}x)",
+        f"  images/s        {_images_per_s(m)}",
+    ]
+    if "stability" in m:
+        s = m["stability"]
+        lines.append(
+            f"  pruning stab.   {s['pruning_stability']:.4f} (test top-1 {s['acc_before']:.4f} "
+            f"before the final prune, {s['acc_after']:.4f} after; 1 - drop/before, 1: no drop)"
+        )
+    return "\n".join(lines)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``prunebench demo``: dense vs IMP (FT, ALLR) vs BIMP on digits; table and figure."""
+    from benchmark.cli.demo import run_demo
+
+    overrides = [*args.overrides, f"runtime.threads={args.threads}"]
+    run_demo(
+        Path(args.store),
+        Path(args.figure),
+        epochs=args.epochs,
+        sparsity=args.sparsity,
+        overrides=overrides,
+    )
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    """``prunebench methods [NAME]``: the overview table, or one method's keys and presets."""
+    import dataclasses
+
+    from benchmark.cli import method_docs
+    from methods import METHODS, load_methods
+
+    load_methods()
+    if args.name is not None:
+        print(method_docs.describe(args.name))
+        return 0
+    if args.markdown:
+        print(method_docs.markdown_table(METHODS.names()), end="")
+        return 0
+    mark = {True: "yes", False: "no"}
+    rows = []
+    for name in METHODS.names():
+        cls = METHODS.get(name)
+        i = cls.info
+        rows.append(
+            (
+                name,
+                mark[i.sparsity_specifiable],
+                mark[i.pruning_stable],
+                mark[i.sparsity_agnostic],
+                str(i.extra_hyperparameters),
+                str(len(dataclasses.fields(cls.Params))),
+                i.summary,
+            )
+        )
+    header = (
+        "method",
+        "sparsity specifiable",
+        "pruning stable",
+        "sparsity agnostic",
+        "paper's add. hyperparameters",
+        "own keys",
+        "summary",
+    )
+    print(_text_table(header, rows))
+    print("\nprunebench methods NAME: every [method] key of NAME with its meaning, and its presets")
+    return 0
+
+
+def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*map(str, r)) for r in rows]
+    return "\n".join(lines)
+
+
+def cmd_check_method(args: argparse.Namespace) -> int:
+    """``prunebench check-method NAME...``: the method contract, one line per check."""
+    import tempfile
+
+    from benchmark.training.contract import check_method
+    from methods import get_method
+
+    for name in args.names:
+        get_method(name)  # an unknown name is a config error before any training
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="prunebench-contract-") as tmp:
+        root = Path(args.workdir) if args.workdir else Path(tmp)
+        for name in args.names:
+            results = check_method(name, root / name, args.overrides)
+            for r in results:
+                print(r.line(), flush=True)
+            failed += sum(not r.passed for r in results)
+    print(f"{failed} check(s) failed" if failed else "every check passed")
+    return EXIT_FAILURE if failed else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """``prunebench show RUN``: a stored result."""
+    from benchmark.store.results import Store
+
+    path = Path(args.run)
+    if path.suffix == ".json" and path.exists():
+        record = json.loads(path.read_text())
+    else:
+        record = Store(args.store).read(args.run)
+    if record is None:
+        print(f"prunebench: no run {args.run!r} in {args.store}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json or record.get("status") != "finished":
+        print(json.dumps(record, indent=2))
+    else:
+        print(format_summary(record))
+    return 0
+
+
+def cmd_fake_data(args: argparse.Namespace) -> int:
+    """``prunebench fake-data``: stand-in dataset files for runs without the real data."""
+    from benchmark.data import fakedata
+
+    if not 0 <= args.signal < 1:
+        raise ConfigError("--signal", args.signal, "a number in [0, 1)")
+    if args.size < 10:
+        raise ConfigError("--size", args.size, "an integer >= 10")
+    if args.dataset == "cifar10":
+        fakedata.write_cifar10(
+            args.root, per_batch=args.size // 5, n_test=args.size // 5, signal=args.signal
+        )
+    elif args.dataset == "cifar100":
+        fakedata.write_cifar100(
+            args.root, n_train=args.size, n_test=args.size // 2, signal=args.signal
+        )
+    elif args.photos:
+        if args.classes < 1:
+            raise ConfigError("--classes", args.classes, "an integer >= 1")
+        fakedata.write_imagenet_photos(args.root, n_train=args.size, classes=args.classes)
+    else:
+        fakedata.WRITERS[args.dataset](args.root)
+    hint = (
+        "data.check_integrity=false"
+        if args.dataset.startswith("cifar")
+        else f"data.name={args.dataset} --set data.root={str(args.root)!r}"
+    )
+    print(f"wrote a stand-in {args.dataset} under {args.root}; run with --set {hint}")
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    """``prunebench schedule``: learning rates as JSON, optionally drawn."""
+    from benchmark.cli import schedules as schedule_cli
+
+    return schedule_cli.run(args)
+
+
+def _experiment_commands() -> dict[str, Any]:
+    from benchmark.cli import experiments as experiments_cli
+
+    return experiments_cli.COMMANDS
+
+
+def _launch_commands() -> dict[str, Any]:
+    from benchmark.cli import launch as launch_cli
+
+    return launch_cli.COMMANDS
+
+
+def _report_commands() -> dict[str, Any]:
+    from benchmark.cli import report as report_cli
+
+    return report_cli.COMMANDS
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "demo": cmd_demo,
+    "methods": cmd_methods,
+    "check-method": cmd_check_method,
+    "show": cmd_show,
+    "schedule": cmd_schedule,
+    "fake-data": cmd_fake_data,
+    **_experiment_commands(),
+    **_launch_commands(),
+    **_report_commands(),
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,369 @@
+"""``prunebench table / plot / reproduce / list``: the paper's tables and figures from a store."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.config.parse import replace_section
+from benchmark.config.run import RunConfig
+from benchmark.core.errors import ConfigError
+
+DEFAULT_STORE = "results/runs"
+DEFAULT_FIGURES = "results/figures"
+FORMATS = ("markdown", "latex", "csv")
+EXECUTORS = ("local", "debug", "slurm")
+
+
+def add_parsers(sub: Any) -> None:
+    """Register the four sub-commands on the ``prunebench`` sub-parser set."""
+    table = sub.add_parser("table", help="rebuild a table of the paper from the results store")
+    table.add_argument("id", help="table id (prunebench list)")
+    table.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
+    table.add_argument("--paper", action="store_true", help="show the published value and diff")
+    table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
+    _rules(table)
+    table.add_argument(
+        "--stats", action="store_true", help="add n, confidence intervals and significance marks"
+    )
+    table.add_argument("--ci", choices=("t", "bootstrap"), default="t", help="with --stats")
+    table.add_argument("--level", type=float, default=0.95, help="confidence level (--stats)")
+    _common(table, out_help="write the table to this file instead of stdout")
+
+    plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
+    plot.add_argument("id", help="figure or table id (prunebench list)")
+    _common(plot, out_help="folder for <id>.png and <id>.pdf (default: results/figures)")
+
+    rep = sub.add_parser("reproduce", help="run what a table/figure misses, then build it")
+    rep.add_argument("id", help="table or figure id (prunebench list)")
+    rep.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: worker processes here; debug: in this process; slurm: job arrays "
+        "(needs --profile)",
+    )
+    rep.add_argument("--workers", type=int, default=1, help="local worker processes")
+    rep.add_argument("--profile", default=None, help="cluster profile (slurm executor)")
+    rep.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
+    rep.add_argument("--paper", action="store_true", help="show the published value and diff")
+    rep.add_argument("--dry-run", action="store_true", help="only count the missing runs")
+    rep.add_argument(
+        "--data-root",
+        default=None,
+        help="with --scale paper: the folder every run reads its dataset from (data.root; run "
+        "ids unchanged)",
+    )
+    rep.add_argument(
+        "--measure-latency",
+        action="store_true",
+        help="time each run right after training (latency.measure; run ids unchanged)",
+    )
+    _rules(rep)
+    _common(rep, default_scale="smoke", out_help="folder for the table and figures")
+
+    lst = sub.add_parser("list", help="every table and figure id, and the runs the store holds")
+    lst.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+    lst.add_argument("--scale", choices=("smoke", "paper"), default="smoke")
+
+
+def _rules(p: argparse.ArgumentParser) -> None:
+    """The table rules the paper leaves open (benchmark.reporting.tables.TableRules)."""
+    from benchmark.reporting.rules import MAX_PLACEMENT_DISTANCE
+
+    p.add_argument(
+        "--ddof",
+        type=int,
+        choices=(0, 1),
+        default=1,
+        help="std over seeds: 1 sample (default), 0 population; the paper does not say which",
+    )
+    p.add_argument(
+        "--max-distance",
+        type=float,
+        default=MAX_PLACEMENT_DISTANCE,
+        help="CS/STR/DST: how far (percent points) the closest configuration may lie from a goal "
+        "column with none within +-0.25%% (0: strict intervals; default %(default)s, our choice)",
+    )
+
+
+def _table_rules(args: argparse.Namespace) -> Any:
+    from benchmark.reporting.rules import TableRules
+
+    return TableRules(ddof=args.ddof, max_distance=args.max_distance)
+
+
+def _common(p: argparse.ArgumentParser, *, out_help: str, default_scale: str = "auto") -> None:
+    p.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+    auto = default_scale == "auto"
+    p.add_argument(
+        "--scale",
+        choices=("auto", "smoke", "paper") if auto else ("smoke", "paper"),
+        default=default_scale,
+        help="which grid to read (auto: smoke when the store holds smoke runs of this id)"
+        if auto
+        else "which grid to run: smoke (digits, minutes on a CPU) or paper",
+    )
+    p.add_argument("--out", default=None, help=out_help)
+
+
+def _scale(experiment: Any, requested: str, store_dir: str) -> str:
+    """``auto``: smoke when the store holds any smoke run of this experiment, else paper.
+
+    Smoke runs train on digits, which no paper-scale grid uses, so the (small) smoke plan
+    decides without expanding the paper grid (thousands of configs).
+    """
+    if requested != "auto":
+        return requested
+    from benchmark.store.frame import load_store
+
+    finished = _finished_ids(load_store(store_dir))
+    smoke = set(experiment.plan("smoke", store_dir)["run_id"])
+    return "smoke" if smoke & finished else "paper"
+
+
+def _finished_ids(store: Any) -> set[str]:
+    if "status" not in store:
+        return set()
+    return set(store.loc[store["status"].eq("finished"), "run_id"])
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    """``prunebench table ID``: the table rebuilt from the store."""
+    from benchmark.experiments import get_experiment
+    from benchmark.reporting.tables import rebuild
+
+    experiment = get_experiment(args.id)
+    rules = _table_rules(args)
+    scale = _scale(experiment, args.scale, args.store)
+    if args.stats:
+        from benchmark.reporting.seedstats import check_level
+
+        check_level(args.level)
+    table = rebuild(experiment, scale, args.store, paper=args.paper, rules=rules)
+    _warn_smoke_vs_paper(table, scale, args.paper)
+    if args.stats:
+        from benchmark.reporting.table_stats import annotate
+        from benchmark.store.frame import load_store
+
+        layout = experiment.layout(scale)
+        plan = experiment.plan(scale, args.store)
+        store = load_store(args.store)
+        annotate(table, layout, plan, store, level=args.level, method=args.ci, rules=rules)
+    _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
+    return 0
+
+
+SMOKE_VS_PAPER = (
+    "smoke-scale numbers (digits data, a small model, a few epochs) set against the paper's "
+    "published ones: the differences measure the scale, not the methods; use --scale paper runs "
+    "for a comparison"
+)
+
+
+def _warn_smoke_vs_paper(table: Any, scale: str, paper: bool) -> None:
+    """``--paper`` on smoke-scale runs: say so on stderr and under the table."""
+    if paper and scale == "smoke":
+        print(f"prunebench: warning: {SMOKE_VS_PAPER}", file=sys.stderr)
+        table.notes.append(SMOKE_VS_PAPER)
+
+
+def _no_runs(experiment: Any, scale: str, store_dir: str) -> bool:
+    """Whether the store holds none of the finished runs the experiment plans (say so)."""
+    from benchmark.store.frame import load_store
+
+    planned = set(experiment.plan(scale, store_dir)["run_id"])
+    if not planned or planned & _finished_ids(load_store(store_dir)):
+        return False
+    print(
+        f"prunebench: no finished runs of {experiment.id} ({scale} scale) in {store_dir} "
+        f"({len(planned)} planned); nothing to draw. Run them first: "
+        f"prunebench reproduce {experiment.id} --scale {scale}",
+        file=sys.stderr,
+    )
+    return True
+
+
+def _render(table: Any, fmt: str, store: str, preamble: bool = False) -> str:
+    from benchmark.reporting.render import render_csv, render_latex, render_markdown
+
+    if fmt == "latex":
+        return render_latex(table, store, preamble=preamble)
+    if fmt == "csv":
+        return render_csv(table)
+    return render_markdown(table, store)
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        return
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(text)
+    print(f"wrote {out}")
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """``prunebench plot ID``: the figure as PNG and PDF."""
+    from benchmark.experiments import get_experiment
+    from benchmark.reporting.plots import draw
+
+    experiment = get_experiment(args.id)
+    scale = _scale(experiment, args.scale, args.store)
+    if experiment.plot is not None and _no_runs(experiment, scale, args.store):
+        return 1
+    for path in draw(experiment, scale, args.store, Path(args.out or DEFAULT_FIGURES)):
+        print(f"wrote {path}")
+    return 0
+
+
+def _submit_missing(
+    configs: Sequence[RunConfig],
+    executor: str,
+    store_dir: str | Path,
+    *,
+    name: str,
+    workers: int = 1,
+    profile: str | None = None,
+) -> list[str]:
+    """Submit the configs the store has not finished; returns their run ids.
+
+    This is the one place that knows how runs are executed: through the launcher
+    (``benchmark.launch.submit_grid``: idempotent, skips finished or queued runs, dense parents
+    first) as a grid named ``name``. Without the launcher, the local executor runs them here,
+    one after the other, with ``benchmark.training.runner.execute``.
+    """
+    from benchmark.store.results import Store
+
+    store = Store(store_dir)
+    missing = [c for c in configs if not store.is_finished(c.run_id)]
+    if not missing:
+        return []
+    try:
+        from benchmark import launch
+        from benchmark.launch.expansion import Expansion, GridRun
+        from benchmark.launch.grid import Grid
+    except ImportError:
+        launch = None
+    if launch is None:
+        if executor != "local":
+            raise ConfigError("--executor", executor, "local (the launcher is not installed)")
+        from benchmark.training.runner import execute
+
+        for i, cfg in enumerate(missing, start=1):
+            print(f"[reproduce] {i}/{len(missing)} {cfg.run_id}", file=sys.stderr, flush=True)
+            execute(cfg)
+        return [c.run_id for c in missing]
+    settings = launch.LaunchSettings(
+        executor=executor,
+        workers=workers,
+        profile=launch.load_profile(profile) if profile is not None else None,
+    )
+    grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")
+    expansion = Expansion(grid, [GridRun(c.run_id, c, {}) for c in missing], len(missing))
+    result = launch.submit_grid(expansion, Path(store_dir).resolve(), settings, out=sys.stderr)
+    print(result.summary(), file=sys.stderr)
+    return list(result.submitted_runs)
+
+
+def reading_from(configs: list[RunConfig], root: str, scale: str) -> list[RunConfig]:
+    """``configs`` reading their datasets under ``root`` (absolute; the run ids stay the same)."""
+    if scale != "paper":
+        # Smoke runs read the stand-in files reproduce writes where their problems say.
+        raise ConfigError("--data-root", root, "a folder, with --scale paper only")
+    folder = str(Path(root).expanduser().resolve())
+    return [replace_section(c, data=dataclasses.replace(c.data, root=folder)) for c in configs]
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """``prunebench reproduce ID``: run the missing runs, then build the table and figures."""
+    from benchmark.experiments import get_experiment
+    from benchmark.experiments.base import unique_configs
+    from benchmark.store.results import Store
+
+    experiment = get_experiment(args.id)
+    rules = _table_rules(args)  # bad values fail before anything runs
+    # Absolute output dirs: launcher workers may run from another directory.
+    configs = unique_configs(experiment.runs(args.scale, Path(args.store).resolve()))
+    if args.data_root is not None:
+        configs = reading_from(configs, args.data_root, args.scale)
+    store = Store(args.store)
+    missing = [c for c in configs if not store.is_finished(c.run_id)]
+    print(
+        f"[reproduce] {experiment.id} ({args.scale}): {len(configs)} runs, {len(missing)} missing",
+        file=sys.stderr,
+    )
+    if args.dry_run:
+        return 0
+    experiment.prepare(args.scale)
+    if args.measure_latency:
+        from benchmark.measure.run_latency import asking_for_latency
+
+        missing = [asking_for_latency(c) for c in missing]
+    _submit_missing(
+        missing,
+        args.executor,
+        args.store,
+        name=f"{experiment.id}-{args.scale}",
+        workers=args.workers,
+        profile=args.profile,
+    )
+    if args.executor == "slurm":
+        print(f"[reproduce] when the jobs are done: prunebench table/plot {experiment.id}")
+        return 0
+    if experiment.layout(args.scale) is not None:
+        from benchmark.reporting.tables import rebuild
+
+        table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules)
+        _warn_smoke_vs_paper(table, args.scale, args.paper)
+        out = (
+            None
+            if args.out is None
+            else str(Path(args.out) / f"{experiment.id}.{_ext(args.format)}")
+        )
+        _emit(_render(table, args.format, args.store), out)
+    if experiment.plot is not None:
+        from benchmark.reporting.plots import draw
+
+        figures = Path(args.out) if args.out else Path(DEFAULT_FIGURES)
+        for path in draw(experiment, args.scale, args.store, figures):
+            print(f"wrote {path}")
+    return 0
+
+
+def _ext(fmt: str) -> str:
+    return {"markdown": "md", "latex": "tex", "csv": "csv"}[fmt]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """``prunebench list``: ids, descriptions and how many runs of each the store holds."""
+    from benchmark.experiments import EXPERIMENTS, NOT_REPRODUCIBLE
+    from benchmark.store.frame import load_store
+
+    finished = _finished_ids(load_store(args.store))
+    rows = []
+    for name in EXPERIMENTS.names():
+        e = EXPERIMENTS.get(name)
+        ids = set(e.plan(args.scale, args.store)["run_id"])
+        held = f"{len(ids & finished)}/{len(ids)}" if ids else "no runs"
+        rows.append((name, e.kind, held, e.description))
+    # The paper's other tables, listed so that none is silently missing.
+    for name, reason in NOT_REPRODUCIBLE.items():
+        rows.append((name, "table", "-", f"not reproducible here: {reason.split(':')[0]}"))
+    header = ("id", "kind", f"runs held ({args.scale})", "description")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    for r in [header, *rows]:
+        print("  ".join(f"{v:<{w}}" for v, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
+    return 0
+
+
+COMMANDS = {
+    "table": cmd_table,
+    "plot": cmd_plot,
+    "reproduce": cmd_reproduce,
+    "list": cmd_list,
+}

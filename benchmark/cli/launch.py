@@ -1,0 +1,281 @@
+"""``prunebench grid show``, ``prunebench submit`` and ``prunebench status``.
+
+Heavy imports (submitit, torch) happen inside the handlers, so ``prunebench --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_STORE = "results/runs"
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register the grid sub-commands on the ``prunebench`` parser."""
+    grid = sub.add_parser("grid", help="inspect grid files")
+    grid_sub = grid.add_subparsers(dest="grid_command", required=True)
+    show = grid_sub.add_parser(
+        "show", help="number of runs, a preview table and how many are finished"
+    )
+    show.add_argument("file", help="a grid TOML file")
+    _add_store_arg(show)
+    show.add_argument("--limit", type=int, default=10, help="preview rows (default 10)")
+    show.add_argument("--all", action="store_true", help="preview every run")
+
+    submit = sub.add_parser(
+        "submit", help="run a grid: SLURM job arrays, local worker processes or in-process"
+    )
+    submit.add_argument("file", help="a grid TOML file")
+    submit.add_argument(
+        "--executor",
+        default="local",
+        choices=["slurm", "local", "debug"],
+        help="slurm: job arrays on a cluster (needs --profile); local: worker processes on this "
+        "machine; debug: in this process, a failing run stops in pdb",
+    )
+    _add_store_arg(submit)
+    submit.add_argument("--dry-run", action="store_true", help="show the plan, submit nothing")
+    submit.add_argument(
+        "--retry-failed", action="store_true", help="also resubmit runs whose result says failed"
+    )
+    submit.add_argument(
+        "--wait", action="store_true", help="slurm: follow the jobs with a progress bar"
+    )
+    submit.add_argument(
+        "--hold", action="store_true", help="slurm: queue the arrays held (scontrol release)"
+    )
+    submit.add_argument("--workers", type=int, default=1, help="local: parallel worker processes")
+    submit.add_argument(
+        "--runs-per-task", type=int, default=1, help="slurm: runs packed into one array task"
+    )
+    submit.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads per run (default: cores / workers locally, cpus_per_task on slurm)",
+    )
+    submit.add_argument(
+        "--max-requeues",
+        type=int,
+        default=3,
+        help="requeues after time limits before a job gives up (submitit's max_num_timeout)",
+    )
+    cluster = submit.add_argument_group("slurm (override the cluster profile)")
+    cluster.add_argument(
+        "--profile", default="dev", help="slurm/profiles/NAME.toml or a path (default: dev)"
+    )
+    cluster.add_argument("--partition")
+    cluster.add_argument("--account")
+    cluster.add_argument("--qos")
+    cluster.add_argument("--constraint")
+    cluster.add_argument("--gpus-per-task", type=int)
+    cluster.add_argument("--cpus-per-task", type=int)
+    cluster.add_argument("--mem-gb", type=float)
+    cluster.add_argument(
+        "--time-min", type=float, help="time limit in minutes (local: none unless given)"
+    )
+    cluster.add_argument(
+        "--signal-delay-s", type=int, help="seconds before the limit to checkpoint and requeue"
+    )
+    cluster.add_argument("--array-parallelism", type=int, help="array tasks running at once")
+    cluster.add_argument(
+        "--tasks-per-node", type=int, help="data-parallel processes per node and run (one per GPU)"
+    )
+    cluster.add_argument("--nodes", type=int, help="nodes per run (data-parallel runs)")
+
+    status = sub.add_parser("status", help="finished/running/pending/failed/missing per method")
+    status.add_argument("file", help="a grid TOML file")
+    _add_store_arg(status)
+    status.add_argument(
+        "--watch",
+        nargs="?",
+        type=float,
+        const=10.0,
+        metavar="SECONDS",
+        help="refresh until nothing is queued or running (every 10 s by default)",
+    )
+    status.add_argument("--all", action="store_true", help="list every failure")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def _add_store_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store", help=f"results store (default: the grid's output.dir, else {DEFAULT_STORE})"
+    )
+    p.add_argument(
+        "--max-runs",
+        type=int,
+        default=None,
+        help="confirm a grid of up to this many cells (default: refuse more than 20000)",
+    )
+
+
+def _max_cells(args: argparse.Namespace) -> int:
+    from benchmark.launch.grid import MAX_CELLS
+
+    return MAX_CELLS if args.max_runs is None else args.max_runs
+
+
+def _store_of(args: argparse.Namespace, grid: Any) -> Path:
+    if args.store:
+        return Path(args.store)
+    output = grid.base.get("output", {})
+    return Path(output.get("dir", DEFAULT_STORE) if isinstance(output, dict) else DEFAULT_STORE)
+
+
+def cmd_grid(args: argparse.Namespace) -> int:
+    """``prunebench grid show FILE``."""
+    from benchmark.launch import grid_nodes, prepare
+    from benchmark.launch.grid import load_grid
+    from benchmark.store.results import Store
+
+    grid = load_grid(args.file)
+    store = _store_of(args, grid)
+    expansion = prepare(grid, store, max_cells=_max_cells(args))
+    st = Store(store)
+    states = {r.run_id: st.status(r.run_id) for r in expansion.runs}
+    parents = [n for n in grid_nodes(expansion) if not n.in_grid]
+    finished = sum(1 for s in states.values() if s == "finished")
+    failed = sum(1 for s in states.values() if s == "failed")
+    methods = ", ".join(f"{m} {n}" for m, n in expansion.by_method().items())
+    dup = f", {expansion.duplicates} duplicate cells share a run" if expansion.duplicates else ""
+    print(f"grid {grid.name} ({args.file}): {len(expansion.runs)} runs{dup}")
+    if grid.description:
+        print(f"  {grid.description}")
+    print(f"  methods: {methods}")
+    if parents:
+        print(f"  + {len(parents)} dense parent run(s) trained first, once each")
+    print(
+        f"  store {store}: {finished} finished, {failed} failed, "
+        f"{len(expansion.runs) - finished - failed} not run yet"
+    )
+    limit = len(expansion.runs) if args.all else max(args.limit, 0)
+    keys = expansion.swept_keys()
+    header = ["run id", *("method" if k == "method.name" else k for k in keys), "store"]
+    rows = [
+        [r.run_id, *(_cell(r.values.get(k, "-")) for k in keys), states[r.run_id] or "-"]
+        for r in expansion.runs[:limit]
+    ]
+    if rows:
+        print(_table(header, rows))
+    if limit < len(expansion.runs):
+        print(f"(first {limit} of {len(expansion.runs)} runs; --limit N or --all for more)")
+    return 0
+
+
+def _cell(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def launch_settings(args: argparse.Namespace) -> Any:
+    """The :class:`LaunchSettings` of the ``submit`` flags (the profile only for slurm)."""
+    from benchmark.launch import LaunchSettings, load_profile
+
+    settings = LaunchSettings(
+        executor=args.executor,
+        workers=args.workers,
+        runs_per_task=args.runs_per_task,
+        threads=args.threads,
+        max_requeues=args.max_requeues,
+        hold=args.hold,
+    )
+    if args.executor == "slurm":
+        time_min = args.time_min
+        if time_min is not None and not float(time_min).is_integer():
+            from benchmark.core.errors import ConfigError
+
+            raise ConfigError("--time-min", time_min, "whole minutes for slurm")
+        overrides = {
+            "partition": args.partition,
+            "account": args.account,
+            "qos": args.qos,
+            "constraint": args.constraint,
+            "gpus_per_task": args.gpus_per_task,
+            "cpus_per_task": args.cpus_per_task,
+            "mem_gb": args.mem_gb,
+            "time_min": None if time_min is None else int(time_min),
+            "signal_delay_s": args.signal_delay_s,
+            "array_parallelism": args.array_parallelism,
+            "tasks_per_node": args.tasks_per_node,
+            "nodes": args.nodes,
+        }
+        settings.profile = load_profile(args.profile, overrides)
+    else:
+        settings.local_time_min = args.time_min or 0.0
+        if args.signal_delay_s is not None:
+            settings.local_signal_delay_s = args.signal_delay_s
+    settings.validate()
+    return settings
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """``prunebench submit FILE --executor ...``: exit 1 if a run failed (local/debug)."""
+    from benchmark.launch import LaunchError, prepare, submit_grid
+    from benchmark.launch.grid import load_grid
+    from benchmark.store.results import Store
+
+    grid = load_grid(args.file)
+    settings = launch_settings(args)
+    store = _store_of(args, grid)
+    expansion = prepare(grid, store, settings, max_cells=_max_cells(args))
+    try:
+        result = submit_grid(
+            expansion,
+            store,
+            settings,
+            retry_failed=args.retry_failed,
+            dry_run=args.dry_run,
+            wait=args.wait,
+        )
+    except LaunchError as err:
+        print(f"prunebench: submit failed: {err}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    st = Store(store)
+    failed = [r for r in result.submitted_runs if st.status(r) == "failed"]
+    if failed and (settings.executor != "slurm" or args.wait):
+        print(f"{len(failed)} run(s) failed; `prunebench status {args.file}` lists them")
+        return 1
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``prunebench status FILE [--watch]``."""
+    from benchmark.launch import LaunchError, prepare
+    from benchmark.launch.grid import load_grid
+    from benchmark.launch.status import format_status, grid_status, watch
+
+    grid = load_grid(args.file)
+    store = _store_of(args, grid)
+    # Only run ids are needed: skipping validation keeps torchvision out of a status query.
+    expansion = prepare(grid, store, check_configs=False, max_cells=_max_cells(args))
+    max_failures = 1_000_000 if args.all else 20
+    try:
+        if args.watch is not None and not args.json:
+            watch(expansion, store, interval_s=args.watch, max_failures=max_failures)
+            return 0
+        status = grid_status(expansion, store)
+    except LaunchError as err:
+        print(f"prunebench: status failed: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    if args.json:
+        print(json.dumps(status.to_dict(), indent=2))
+    else:
+        print(format_status(status, max_failures))
+    return 0
+
+
+COMMANDS = {"grid": cmd_grid, "submit": cmd_submit, "status": cmd_status}

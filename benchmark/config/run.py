@@ -1,0 +1,299 @@
+"""The run configuration: one typed dataclass per ``[section]`` of a run's TOML, and the run's
+identity (a stable id hashed from what changes its result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from benchmark.config.method_registry import get_method, method_params_class
+from benchmark.core.errors import check as check
+
+
+@dataclass
+class DataConfig:
+    """Which dataset to train on and how to batch it."""
+
+    name: str = "digits"
+    root: str = "data"
+    download: bool = False
+    check_integrity: bool = True
+    batch_size: int = 64
+    eval_batch_size: int = 1024
+    val_fraction: float = 0.1
+    split_seed: int = 0
+    workers: int = 4
+    # ImageNet: "pil" decodes in loader workers; "gpu" decodes on the run's device (nvJPEG).
+    loader: str = "pil"
+    # Segmentation: training crop side in pixels (0: the dataset's own, e.g. 480 for COCO).
+    crop_size: int = 0
+    # Translation: the part of a pass over the training data that one epoch is (1/k).
+    epoch_fraction: float = 1.0
+    # Translation: token limit of sources, targets and generated translations (the paper: 128).
+    max_length: int = 128
+
+
+@dataclass
+class ModelConfig:
+    """Which architecture to build and how to initialise it (see models.py)."""
+
+    name: str = "cnn_small"
+    # "default": each model's own constructor (PyTorch's/torchvision's), as the paper's code;
+    # "he_normal": He-normal convs/linears, zero biases.
+    init: typing.Literal["default", "he_normal"] = "default"
+    # A local checkpoint in the library's own format (a torchvision state dict file, a
+    # transformers save_pretrained folder); empty: random initialisation.
+    pretrained: str = ""
+
+
+@dataclass
+class OptimConfig:
+    """SGD hyperparameters and loss options."""
+
+    momentum: float = 0.9
+    # Unset: as the paper's code, Nesterov exactly when weight_decay > 0 (see use_nesterov).
+    nesterov: bool | None = None
+    weight_decay: float = 5e-4
+    label_smoothing: float = 0.0
+    grad_clip: float = 0.0
+    bf16: bool = False
+
+    def use_nesterov(self) -> bool:
+        """Whether SGD uses Nesterov momentum: ``nesterov`` when set, else the paper's rule.
+
+        The paper's code (ZIB-IOL/BIMP) builds SGD with ``nesterov = weight_decay > 0``, which
+        is every run of the paper; momentum 0 leaves nothing for Nesterov to act on.
+        """
+        if self.nesterov is not None:
+            return self.nesterov
+        return self.weight_decay > 0 and self.momentum > 0
+
+
+@dataclass
+class ScheduleConfig:
+    """The original (dense training) learning-rate schedule."""
+
+    name: str = "linear"
+    lr: float = 0.1
+    milestones: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    warmup_epochs: float = 0.0
+
+
+@dataclass
+class BudgetConfig:
+    """Epoch budget: total epochs T, BIMP's initial epochs T0 and prune-retrain cycles J."""
+
+    epochs: int = 10
+    initial_epochs: int = 0
+    cycles: int = 1
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation options."""
+
+    val_every: int = 1
+
+
+@dataclass
+class LoggingConfig:
+    """Progress and optional Weights & Biases logging (never required)."""
+
+    progress: bool = True
+    wandb: bool = False
+    wandb_project: str = "prunebench"
+    wandb_mode: str = "offline"
+
+
+@dataclass
+class OutputConfig:
+    """Where results and checkpoints go."""
+
+    dir: str = "results/runs"
+
+
+@dataclass
+class RuntimeConfig:
+    """Where and how the run executes; never part of the run id."""
+
+    device: str = "auto"
+    threads: int = 0
+    # Bitwise-reproducible GPU kernels (slower): same seed, same result, and a resumed run equal
+    # to an uninterrupted one. CPU runs are reproducible either way.
+    deterministic: bool = False
+    # Data-parallel runs: BatchNorm statistics over the global batch (SyncBatchNorm) instead of
+    # each process's share of it. No effect with one process.
+    sync_bn: bool = False
+    # The training step on CUDA replayed as captured CUDA graphs (benchmark.training.fast_step):
+    # "auto" captures wherever it can (one CUDA process, a method whose hooks are graph-safe) and
+    # says in one warning line why not otherwise; "off" steps eagerly as on the CPU.
+    cuda_graphs: typing.Literal["auto", "off"] = "auto"
+    # Conv weights and inputs in NHWC memory layout: "auto" for convolutional models on CUDA
+    # (where it is faster), "on" also on the CPU, "off" never. Results agree to float noise.
+    channels_last: typing.Literal["auto", "on", "off"] = "auto"
+    # STR, CS and DST: every layer's reparametrized weight from one pass over all of P
+    # ("batched": a few dozen kernels per iteration instead of ~20 per layer, which on a GPU
+    # cost more than the convolutions) or layer by layer ("per-layer"). Results agree to float
+    # noise (the extra parameters' gradients are summed in another order).
+    reparam: typing.Literal["batched", "per-layer"] = "batched"
+
+
+@dataclass
+class LatencyConfig:
+    """Measure the real inference speedup right after training; never part of the run id.
+
+    With ``measure`` the job that trains a run times it at once, as ``prunebench latency`` does
+    (:mod:`benchmark.measure.run_latency`), and keeps ``metrics.latency`` /
+    ``metrics.measured_speedup``.
+    """
+
+    measure: bool = False
+    device: str = "auto"
+    batches: list[int] = field(default_factory=lambda: [1, 64])
+    warmup: int = 10
+    repeats: int = 50
+
+
+@dataclass
+class MethodConfig:
+    """The pruning method, its goal sparsity and its typed hyperparameters."""
+
+    name: str = "dense"
+    sparsity: float = 0.9
+    exclude: list[str] = field(default_factory=list)
+    params: Any = None
+
+
+@dataclass
+class FinetuneConfig:
+    """Optional post-training retraining with FT (the paper uses 30 epochs); 0 disables it."""
+
+    epochs: int = 0
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines one run; its run id excludes logging/output/runtime/latency."""
+
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    method: MethodConfig = field(default_factory=MethodConfig)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    latency: LatencyConfig = field(default_factory=LatencyConfig)
+
+    @property
+    def run_id(self) -> str:
+        """The stable identity of this run (see :func:`run_id`)."""
+        return run_id(self)
+
+
+# Longer than any real training budget; larger values only exhaust memory (schedule arrays).
+MAX_EPOCHS = 10_000
+
+
+MAX_THREADS = 1024
+
+
+SECTIONS: dict[str, type] = {
+    f.name: typing.get_type_hints(RunConfig)[f.name] for f in fields(RunConfig) if f.name != "seed"
+}
+
+
+# Sections that change where or how a run executes, never what it computes.
+NON_IDENTITY_SECTIONS = frozenset({"logging", "output", "runtime", "latency"})
+
+
+# Keys that say where and how the files are read, not what the run computes: the same run on a
+# cluster whose data lives elsewhere keeps its id (and is found by the tables that plan it).
+# Loader workers change nothing either: every augmentation draw is seeded per item.
+NON_IDENTITY_KEYS: dict[str, frozenset[str]] = {
+    "data": frozenset({"root", "download", "check_integrity", "workers"})
+}
+
+
+METHOD_COMMON_KEYS = ("name", "sparsity", "exclude")
+
+
+def _method_to_dict(method: MethodConfig) -> dict[str, Any]:
+    out = {k: getattr(method, k) for k in METHOD_COMMON_KEYS}
+    if method.params is not None:
+        out.update(asdict(method.params))
+    return out
+
+
+def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
+    """The identity of a run: its config without non-identity sections and default values."""
+    out: dict[str, Any] = {}
+    if cfg.seed != RunConfig.seed:
+        out["seed"] = cfg.seed
+    for name, cls in SECTIONS.items():
+        if name in NON_IDENTITY_SECTIONS:
+            continue
+        section = getattr(cfg, name)
+        if name == "budget":
+            # Budget fields a method does not use (e.g. T0 for GMP) are not part of its identity.
+            used = get_method(cfg.method.name).budget_fields
+            full = {k: v for k, v in asdict(section).items() if k in used}
+            defaults = asdict(cls())
+        elif name == "method":
+            # Likewise the [method] keys it ignores (the goal sparsity of CS, STR and DST).
+            ignored = get_method(cfg.method.name).ignored_fields()
+            full = {k: v for k, v in _method_to_dict(section).items() if k not in ignored}
+            defaults = _method_to_dict(
+                MethodConfig(name=section.name, params=_default_params(section))
+            )
+            defaults["name"] = None  # the method name is always part of the identity
+        else:
+            full, defaults = asdict(section), asdict(cls())
+        full = {k: v for k, v in full.items() if k not in NON_IDENTITY_KEYS.get(name, ())}
+        diff = {k: v for k, v in full.items() if defaults.get(k, _MISSING) != v}
+        if diff:
+            out[name] = diff
+    return out
+
+
+_MISSING = object()
+
+
+def _default_params(method: MethodConfig) -> Any:
+    """The method's hyperparameters at their defaults (from the parsed params' own class)."""
+    if dataclasses.is_dataclass(method.params) and not isinstance(method.params, type):
+        return type(method.params)()
+    return method_params_class(method.name)()
+
+
+# Version of what a config computes, hashed into every run id. Bump it when a default changes
+# what runs compute without a new field (ids of results stored before must never match runs of
+# the new code). 1 (implicit, not hashed): up to He-normal init, plain momentum and the standard
+# WRN-28-10; 2: the paper's code's PyTorch-default init, Nesterov and WRN-28-10, and every
+# method's defaults as the paper's code ran them (GMP soft with the paper's step labels, LC's
+# constant decay, GSM/LC ranking BatchNorm parameters too, CS/DST's doubled decay, BatchNorm
+# recomputed after the final prune, BIMP's fresh optimizer at the first cycle, filter pruning
+# masking the BatchNorm behind a dropout, i.e. WRN's bn2).
+IDENTITY_VERSION = 2
+
+
+def run_identity(cfg: RunConfig) -> dict[str, Any]:
+    """What the run id hashes: the identity version and the canonical config."""
+    return {"identity_version": IDENTITY_VERSION, **canonical_dict(cfg)}
+
+
+def run_id(cfg: RunConfig) -> str:
+    """A stable id: method name plus a hash of :func:`run_identity` (defaults left out)."""
+    text = json.dumps(run_identity(cfg), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{cfg.method.name}-{digest}"

@@ -1,0 +1,110 @@
+"""``prunebench export ID``: every run of a table or figure as one tidy CSV or JSON.
+
+One row per planned run and cell it feeds: the cell (section, row, goal sparsity, budget, x),
+the tuned configuration and seed, whether it is the configuration the table selects for that
+cell, its status and metrics (test/val accuracy, achieved sparsity, theoretical and measured
+speedup, images/s, wall time), and where it came from (run id, dense parent, code commit,
+device, library versions). Planned runs missing from the store are rows with status
+``missing``, never left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark.experiments.base import CELL, Experiment, Scale
+from benchmark.store.results import Store
+
+FORMATS = ("csv", "json")
+METRIC_COLUMNS = {
+    "test_top1": ("test", "top1"),
+    "test_top5": ("test", "top5"),
+    "val_top1": ("val", "top1"),
+    "sparsity": ("sparsity",),
+    "speedup": ("speedup",),
+    "speedup_corrected": ("speedup_corrected",),
+    "measured_speedup": ("measured_speedup",),
+    "images_per_s": ("images_per_s",),
+    "wall_seconds": ("wall_seconds",),
+    "compile_seconds": ("compile_seconds",),
+    "warmup_seconds": ("warmup_seconds",),
+    "step_mode": ("step", "mode"),
+}
+ENVIRONMENT_COLUMNS = (
+    "git_commit",
+    "device",
+    "device_name",
+    "threads",
+    "python",
+    "torch",
+    "torchvision",
+    "numpy",
+    "hostname",
+)
+
+
+def _get(data: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def run_row(record: dict[str, Any] | None) -> dict[str, Any]:
+    """The exported columns of one stored record (None: a missing run)."""
+    if record is None:
+        return {"status": "missing"}
+    metrics = record.get("metrics") or {}
+    env = record.get("environment") or {}
+    row: dict[str, Any] = {
+        "status": record.get("status"),
+        "parent_run_id": record.get("parent_run_id"),
+        "model": _get(record, ("config", "model", "name")),
+        "data": _get(record, ("config", "data", "name")),
+    }
+    row |= {name: _get(metrics, path) for name, path in METRIC_COLUMNS.items()}
+    row["latency_device"] = _get(metrics, ("latency", "device_name"))
+    row |= {f"env_{key}": env.get(key) for key in ENVIRONMENT_COLUMNS}
+    return row
+
+
+def export_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) -> pd.DataFrame:
+    """The tidy frame of ``experiment`` at ``scale`` against the store in ``store_dir``."""
+    from benchmark.reporting.tables import select_cells
+    from benchmark.store.frame import load_store
+
+    plan = experiment.plan(scale, store_dir)
+    store = Store(store_dir)
+    rows = []
+    for planned in plan.to_dict("records"):
+        rows.append(planned | run_row(store.read(planned["run_id"])))
+    frame = pd.DataFrame(rows)
+    frame.insert(0, "experiment", experiment.id)
+    frame.insert(1, "scale", scale)
+    best, _ = select_cells(experiment.layout(scale), plan, load_store(store_dir))
+    chosen = {_cell_key(r) for r in best.to_dict("records")}
+    frame["selected"] = [_cell_key(r) in chosen for r in frame.to_dict("records")]
+    return frame
+
+
+def _cell_key(r: dict[str, Any]) -> tuple:
+    """(section, row, budget, x, tuned) identifies a configuration of a cell; the goal may be
+    placed later (methods without a goal sparsity), so it is left out."""
+    return tuple(r[c] for c in CELL if c != "goal") + (r["tuned"],)
+
+
+def render(frame: pd.DataFrame, fmt: str) -> str:
+    """``frame`` as CSV or as a JSON list of records (NaN as null)."""
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    records = [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+        for r in frame.to_dict("records")
+    ]
+    return json.dumps(records, indent=2, default=str) + "\n"

@@ -1,0 +1,319 @@
+"""The paper's figures from a results store, as PNG and PDF (matplotlib, Agg, no pyplot).
+
+Every method, schedule and criterion has one colour and marker across all figures (:func:`style`).
+Points are the configuration selected per cell by mean validation accuracy (as in the tables);
+bands span the min and max test accuracy over that configuration's seeds.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from benchmark.experiments.base import Experiment, Scale
+from benchmark.experiments.figure_specs import DENSE_ROW, RENDA_ROW
+from benchmark.reporting.selection import aggregate
+
+_PALETTE = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
+]  # fmt: skip
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
+# Fixed styles for the names the paper uses, so a method looks the same in every figure.
+_NAMES = [
+    "BIMP", "GMP", "GSM", "DPF", "DNW", "LC", "STR", "CS", "DST", "IMP",
+    "FT", "LRW", "SLR", "CLR", "LLR", "ALLR", "ALLRd1", "ALLRd2", "AccALLR",
+    "constant", "stepped", "cosine", "linear",
+    "global", "uniform", "uniform+", "erk", "lamp",
+]  # fmt: skip
+STYLES: dict[str, tuple[str, str]] = {
+    name: (_PALETTE[i % len(_PALETTE)], _MARKERS[i % len(_MARKERS)])
+    for i, name in enumerate(_NAMES)
+}
+# Schedules and criteria are compared among themselves, never with the methods: they get the
+# high-contrast colours (the palette's tail is too alike for lines drawn side by side).
+_CONTRAST = {
+    ("FT", "global"): "#7f7f7f",
+    ("LRW", "uniform"): "#ff7f0e",
+    ("SLR", "uniform+"): "#2ca02c",
+    ("CLR", "erk"): "#9467bd",
+    ("LLR", "lamp"): "#8c564b",
+    ("ALLR",): "#1f77b4",
+    ("ALLRd1",): "#17becf",
+    ("ALLRd2",): "#bcbd22",
+    ("AccALLR",): "#e377c2",
+}
+STYLES.update(
+    {name: (color, STYLES[name][1]) for names, color in _CONTRAST.items() for name in names}
+)
+STYLES[DENSE_ROW] = ("#000000", "")
+STYLES[RENDA_ROW] = ("#d62728", "")
+ACCURACY_LABEL = "test accuracy (%)"
+
+
+def style(label: str) -> tuple[str, str]:
+    """(colour, marker) of ``label``; unknown labels get a stable pick from the palette."""
+    if label in STYLES:
+        return STYLES[label]
+    base = label.split(" (")[0]  # "GMP (linear, hard)" shares GMP's marker, not its colour
+    h = zlib.crc32(label.encode())
+    marker = STYLES[base][1] if base in STYLES else _MARKERS[h % len(_MARKERS)]
+    return _PALETTE[h % len(_PALETTE)], marker
+
+
+def figure_styles(labels: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """(colour, marker) per label of one figure: the fixed style for the paper's names, and for
+    any other label a palette colour that no other line of the figure uses (when one is left)."""
+    labels = list(dict.fromkeys(labels))
+    styles = {label: STYLES[label] for label in labels if label in STYLES}
+    used = {color for color, _ in styles.values()}
+    free = [c for c in _PALETTE if c not in used] or _PALETTE
+    others = [label for label in labels if label not in styles]
+    for i, label in enumerate(others):
+        styles[label] = (free[i % len(free)], style(label)[1])
+    return styles
+
+
+def _new_figure(rows: int, cols: int, width: float = 4.2, height: float = 3.3) -> Figure:
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.subplots(rows, cols, squeeze=False)
+    return fig
+
+
+def _line(
+    ax: Axes, frame: pd.DataFrame, label: str, x: str, look: tuple[str, str], y: str = "accuracy"
+) -> None:
+    """A line with markers and a min-max band over seeds, sorted by ``x``, in ``look``."""
+    frame = frame.sort_values(x)
+    color, marker = look
+    ax.plot(frame[x], frame[y], color=color, marker=marker or None, label=label, linewidth=1.5)
+    ax.fill_between(
+        frame[x], frame[f"{y}_min"], frame[f"{y}_max"], color=color, alpha=0.2, linewidth=0
+    )
+
+
+def _shared_legend(fig: Figure, **kwargs: object) -> None:
+    """One legend for all panels, below them, so that no legend hides data or the title.
+
+    Every label drawn in any panel appears once, in first-drawn order; an empty store draws none.
+    """
+    entries: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(
+            list(entries.values()),
+            list(entries),
+            loc="outside lower center",
+            ncols=min(len(entries), 4),
+            **kwargs,
+        )
+
+
+def _reference(ax: Axes, value: float, row: str) -> None:
+    """A horizontal reference line: the dense model (solid) or Renda et al. (dashed)."""
+    color, _ = style(row)
+    dense = row == DENSE_ROW
+    # axhline does not take part in autoscaling; without this the line can sit on the frame.
+    ax.update_datalim([(0.0, value)], updatex=False)
+    ax.autoscale_view()
+    ax.axhline(
+        value,
+        color=color,
+        linestyle="-" if dense else "--",
+        linewidth=1.2,
+        label="dense model" if dense else row,
+    )
+
+
+def _footer(
+    fig: Figure,
+    experiment: Experiment,
+    scale: Scale,
+    plan: pd.DataFrame,
+    missing: int,
+    best: pd.DataFrame,
+) -> None:
+    """The description, what ran, how many planned runs the store holds, what the marks mean.
+
+    Nothing is left out silently: rows of the plan without a single point are named.
+    """
+    from benchmark.reporting.titles import scale_text
+
+    total = plan["run_id"].nunique()
+    notes = ["Shaded bands: min to max over seeds."]
+    rows = list(dict.fromkeys(plan["row"].astype(str)))
+    if RENDA_ROW in rows:
+        notes.append(
+            f"Dashed line: {RENDA_ROW}, its own budget (T_orig retraining epochs per cycle), "
+            "not on the x axis."
+        )
+    drawn = set(best["row"].astype(str)) if "row" in best else set()
+    absent = [r for r in rows if r not in drawn]
+    if absent:
+        notes.append(f"Not shown (no finished run at a plotted sparsity): {', '.join(absent)}.")
+    # At smoke scale the title names what really trained (e.g. digits, cnn_wide).
+    ran = scale_text(experiment, scale, ".")
+    fig.suptitle(
+        f"{experiment.description}\n({ran}; {total - missing}/{total} runs found)\n"
+        + "\n".join(notes),
+        fontsize=8,
+    )
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def envelope_figure(
+    experiment: Experiment, scale: Scale, plan: pd.DataFrame, store: pd.DataFrame
+) -> Figure:
+    """Best test accuracy per total retraining epochs; dense and Renda et al. as references."""
+    best, missing = _aggregate(plan, store)
+    looks = figure_styles(plan["row"].astype(str))
+    goals = sorted(plan["goal"].dropna().unique())
+    fig = _new_figure(1, len(goals))
+    for ax, goal in zip(fig.axes, goals, strict=True):
+        at = best[best["goal"] == goal]
+        for row, frame in _by_row(at[at["section"] != "reference"], plan):
+            _line(ax, frame, f"IMP + {row}", "x", looks[row])
+        for row in (DENSE_ROW, RENDA_ROW):
+            ref = at[at["row"] == row]
+            if len(ref):
+                _reference(ax, float(ref["accuracy"].iloc[0]), row)
+        ax.set_title(f"{goal:g}% sparsity")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("total retraining epochs")
+        ax.set_ylabel(ACCURACY_LABEL)
+        ax.grid(True, alpha=0.3)
+    _shared_legend(fig, fontsize=8)
+    _footer(fig, experiment, scale, plan, missing, best)
+    return fig
+
+
+def budgeted_initial_figure(
+    experiment: Experiment, scale: Scale, plan: pd.DataFrame, store: pd.DataFrame
+) -> Figure:
+    """Deviation from the full-initial-budget accuracy against the initial training length."""
+    best, missing = _aggregate(plan, store)
+    looks = figure_styles(plan["row"].astype(str))
+    sections = list(dict.fromkeys(plan["section"]))
+    fig = _new_figure(len(sections), 1, width=5.5)
+    for ax, section in zip(fig.axes, sections, strict=True):
+        for row, frame in _by_row(best[best["section"] == section], plan):
+            full = frame.loc[frame["x"].idxmax(), "accuracy"]
+            shifted = frame.assign(
+                **{c: frame[c] - full for c in ("accuracy", "accuracy_min", "accuracy_max")}
+            )
+            _line(ax, shifted, str(row), "x", looks[row])
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_title(section)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("initial training epochs")
+        ax.set_ylabel("deviation from full budget (pp)")
+        ax.grid(True, alpha=0.3)
+    _shared_legend(fig, title="goal sparsity", fontsize=8)
+    _footer(fig, experiment, scale, plan, missing, best)
+    return fig
+
+
+def tradeoff_figure(
+    experiment: Experiment, scale: Scale, plan: pd.DataFrame, store: pd.DataFrame
+) -> Figure:
+    """Per section: achieved sparsity vs accuracy (top) and theoretical speedup vs accuracy."""
+    layout = experiment.layout(scale)
+    goals = {s: b.sparsities for b in layout.blocks for s, _ in b.groups} if layout else None
+    best, missing = _aggregate(plan, store, goals)
+    looks = figure_styles(plan["row"].astype(str))
+    sections = list(dict.fromkeys(plan["section"]))
+    # One section alone gets a wider panel so the title fits.
+    fig = _new_figure(2, len(sections), width=max(4.2, 7.0 / len(sections)))
+    axes = np.array(fig.axes).reshape(2, len(sections))
+    for j, section in enumerate(sections):
+        at = best[best["section"] == section]
+        for ax, x, xlabel in (
+            (axes[0, j], "sparsity", "sparsity (%)"),
+            (axes[1, j], "speedup", "theoretical speedup (x)"),
+        ):
+            for row, frame in _by_row(at, plan):
+                _line(ax, frame, row, x, looks[row])
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ACCURACY_LABEL)
+            ax.set_title("" if section == "comparison" else section)  # the default section
+            ax.grid(True, alpha=0.3)
+    _shared_legend(fig, fontsize=8)
+    _footer(fig, experiment, scale, plan, missing, best)
+    return fig
+
+
+def lr_schedules_figure(
+    experiment: Experiment, scale: Scale, plan: pd.DataFrame, store: pd.DataFrame
+) -> Figure:
+    """The paper's Figure 1 (no runs needed), recoloured with the shared schedule styles."""
+    from benchmark.reporting.schedule_figure import plot_retraining_schedules
+
+    fig = plot_retraining_schedules(None)
+    for line in fig.axes[0].get_lines():
+        color, _ = style(line.get_label().split(" ")[0])
+        line.set_color(color)
+    fig.axes[0].legend()
+    return fig
+
+
+def _by_row(best: pd.DataFrame, plan: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The selected points of each row, rows in the spec's order (legends stay stable)."""
+    order = list(dict.fromkeys(plan["row"]))
+    groups = dict(tuple(best.groupby("row", sort=False)))
+    return [(str(row), groups[row]) for row in order if row in groups]
+
+
+def _aggregate(
+    plan: pd.DataFrame, store: pd.DataFrame, goals: dict | None = None
+) -> tuple[pd.DataFrame, int]:
+    best, counts = aggregate(plan, store, goals)
+    done = (
+        plan.merge(store[["run_id", "status"]], on="run_id", how="left")
+        if "status" in store
+        else plan.assign(status=None)
+    )
+    missing = plan["run_id"].nunique() - done.loc[done["status"].eq("finished"), "run_id"].nunique()
+    return best, missing
+
+
+FIGURES: dict[str, Callable[[Experiment, Scale, pd.DataFrame, pd.DataFrame], Figure]] = {
+    "envelope": envelope_figure,
+    "budgeted_initial": budgeted_initial_figure,
+    "criteria": tradeoff_figure,
+    "methods": tradeoff_figure,
+    "lr_schedules": lr_schedules_figure,
+}
+
+
+def build_figure(experiment: Experiment, scale: Scale, store_dir: str | Path) -> Figure:
+    """The figure of ``experiment`` from the store in ``store_dir`` (not saved)."""
+    from benchmark.core.errors import ConfigError
+    from benchmark.store.frame import load_store
+
+    if experiment.plot is None:
+        raise ConfigError("figure id", experiment.id, "the id of a figure (prunebench list)")
+    store = load_store(store_dir)
+    return FIGURES[experiment.plot](experiment, scale, experiment.plan(scale, store_dir), store)
+
+
+def draw(experiment: Experiment, scale: Scale, store_dir: str | Path, out_dir: Path) -> list[Path]:
+    """Build the figure of ``experiment`` and save it as ``out_dir/<id>.png`` and ``.pdf``."""
+    fig = build_figure(experiment, scale, store_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{experiment.id}.png", out_dir / f"{experiment.id}.pdf"]
+    fig.savefig(paths[0], dpi=130)
+    fig.savefig(paths[1])
+    return paths

@@ -1,0 +1,294 @@
+"""Selection, aggregation and rendering of the paper's tables from a results store.
+
+Runs are grouped by table cell and tuned configuration; the validation top-1 accuracy is averaged
+over seeds per configuration; the best configuration of each cell is kept and its test accuracy
+(and speedup, achieved sparsity) is reported as mean +- std over its seeds. Planned runs missing
+from the store are counted, and cells they feed are marked, never silently dropped.
+
+Three choices the paper leaves open are parameters of :class:`TableRules` (see its docstring and
+the README's "Reproduce a table"): the standard deviation's ddof (the paper only says "standard
+deviation"; default 1, the sample std that pandas, and so a W&B-and-pandas workflow like the
+paper's, computes), how far the closest configuration of a method without a goal sparsity may lie
+from a goal column that has none within +-0.25%, and what "belongs to another column" means.
+Highlights rank the unrounded means (the paper's printed tables give different colours to values
+that print the same)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from benchmark.core.errors import ConfigError
+from benchmark.experiments.base import Experiment, Scale, TableLayout
+from benchmark.reporting.selection import (
+    TableRules,
+    per_row_means,
+    select_cells,
+    selection_metric,
+)
+
+HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "img_per_s": "img/s"}
+
+
+HEADERS["measured_speedup"] = "Measured speedup"
+
+
+HEADERS |= {"iou": "mIoU", "bleu": "BLEU"}
+
+
+DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measured_speedup": 2}
+
+
+DECIMALS |= {"iou": 2, "bleu": 2}
+
+
+RANKS = ("first", "second", "third")
+
+
+Status = Literal["ok", "partial", "missing", "none", "unavailable"]
+
+
+@dataclass
+class Value:
+    """One rendered cell: the reproduced value, its status and the paper's value."""
+
+    mean: float | None = None
+    std: float | None = None
+    status: Status = "ok"
+    highlight: str = ""
+    planned: int = 0
+    missing: int = 0
+    paper_mean: float | None = None
+    paper_std: float | None = None
+    paper_missing: bool = False
+    # Hook for benchmark.reporting.table_stats: text shown after the value and extra CSV columns.
+    annotation: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A sub-column: goal sparsity (None for a per-row column), budget and metric."""
+
+    goal: float | None
+    budget: str
+    metric: str
+
+
+@dataclass
+class Line:
+    """One table row."""
+
+    section: str
+    label: str
+    values: list[Value]
+
+
+@dataclass
+class BuiltBlock:
+    """A header of columns over groups of rows (a rule between groups)."""
+
+    title: str
+    columns: list[Column]
+    groups: list[list[Line]]
+
+
+@dataclass
+class Table:
+    """A table rebuilt from a store, ready to render."""
+
+    id: str
+    scale: str
+    blocks: list[BuiltBlock]
+    planned: int
+    missing: int
+    notes: list[str] = field(default_factory=list)
+    with_paper: bool = False
+    ran: str = ""  # at smoke scale, what actually trained ("digits, cnn_wide")
+    # The reported (and selection) metric, a key of SELECT_BY.
+    metric: str = "accuracy"
+
+
+def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
+    return (section, row, None if goal is None or math.isnan(goal) else float(goal), budget)
+
+
+def _index(frame: pd.DataFrame) -> dict[tuple, dict]:
+    return {
+        _key(r["section"], r["row"], r["goal"], r["budget"]): r for r in frame.to_dict("records")
+    }
+
+
+def _paper_index(paper: pd.DataFrame | None) -> dict[tuple, dict]:
+    if paper is None:
+        return {}
+    out: dict[tuple, dict] = {}
+    for r in paper.to_dict("records"):
+        key = (*_key(r["section"], r["row"], r["sparsity"], r["budget"] or ""), r["metric"])
+        out.setdefault(key, r)  # img/s is repeated per block in two tables: keep the first
+    return out
+
+
+def build_table(
+    table_id: str,
+    scale: str,
+    layout: TableLayout,
+    plan: pd.DataFrame,
+    store: pd.DataFrame,
+    *,
+    unavailable: Mapping[str, str] | None = None,
+    paper: pd.DataFrame | None = None,
+    rules: TableRules | None = None,
+) -> Table:
+    """Select, aggregate and lay out ``plan`` against ``store`` (and the paper's numbers)."""
+    select = selection_metric(layout)
+    best, counts = select_cells(layout, plan, store, rules)
+    best_at, count_at = _index(best), _index(counts)
+    row_means = _index(per_row_means(plan, store).assign(goal=np.nan, budget=""))
+    paper_at = _paper_index(paper)
+    planned_rows = set(zip(plan["section"], plan["row"], strict=True))
+    unavailable = dict(unavailable or {})
+    notes: list[str] = []
+    blocks = []
+    for block in layout.blocks:
+        columns = [Column(None, "", m) for m in layout.per_row] + [
+            Column(g, b, m)
+            for g in block.sparsities
+            for b in layout.budgets
+            for m in layout.metrics
+        ]
+        groups = []
+        for section, rows in block.groups:
+            lines = []
+            for label in rows:
+                if (section, label) not in planned_rows:
+                    reason = unavailable.get(label, "no runs planned at this scale")
+                    notes.append(f"{label} ({section}): not planned, {reason}")
+                    lines.append(
+                        Line(section, label, [Value(status="unavailable") for _ in columns])
+                    )
+                    continue
+                values = [_value(section, label, c, best_at, count_at, row_means) for c in columns]
+                for value, c in zip(values, columns, strict=True):
+                    p = paper_at.get((*_key(section, label, c.goal, c.budget), c.metric))
+                    if p is not None:
+                        value.paper_mean, value.paper_std = _num(p["mean"]), _num(p["std"])
+                        value.paper_missing = bool(p.get("note"))
+                lines.append(Line(section, label, values))
+            groups.append(lines)
+        _highlight(groups, columns, layout)
+        blocks.append(BuiltBlock(block.title, columns, groups))
+    done = (
+        plan.merge(store[["run_id", "status"]], on="run_id", how="left")
+        if "status" in store
+        else None
+    )
+    finished = set() if done is None else set(done.loc[done["status"].eq("finished"), "run_id"])
+    ids = set(plan["run_id"])
+    return Table(
+        table_id,
+        scale,
+        blocks,
+        planned=len(ids),
+        missing=len(ids - finished),
+        notes=list(dict.fromkeys(notes)),
+        with_paper=paper is not None,
+        metric=select,
+    )
+
+
+def _num(value: object) -> float | None:
+    return (
+        None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+    )
+
+
+def _value(
+    section: str,
+    label: str,
+    column: Column,
+    best_at: dict[tuple, dict],
+    count_at: dict[tuple, dict],
+    row_means: dict[tuple, dict],
+) -> Value:
+    if column.goal is None:  # a per-row column (images/s): the mean over all finished runs
+        r = row_means.get(_key(section, label, None, ""))
+        if r is None:
+            return Value(status="missing")
+        return Value(mean=float(r[column.metric]), status="ok")
+    key = _key(section, label, column.goal, column.budget)
+    # Methods without a goal sparsity count their runs once per row, not per column.
+    counts = count_at.get(key) or count_at.get(_key(section, label, None, column.budget)) or {}
+    planned, missing = int(counts.get("planned", 0)), int(counts.get("missing", 0))
+    r = best_at.get(key)
+    if r is None:
+        return Value(status="missing" if missing else "none", planned=planned, missing=missing)
+    return Value(
+        mean=float(r[column.metric]),
+        std=_num(float(r[f"{column.metric}_std"])),
+        status="partial" if missing else "ok",
+        planned=planned,
+        missing=missing,
+    )
+
+
+def _highlight(groups: list[list[Line]], columns: list[Column], layout: TableLayout) -> None:
+    """Mark first/second/third best per column and section by the unrounded means, as the paper
+    does (values that print the same may rank differently); only equal means share a colour."""
+    for j, column in enumerate(columns):
+        if column.metric != layout.highlight_metric or column.goal is None:
+            continue
+        by_section: dict[str, list[Value]] = {}
+        for line in (line for lines in groups for line in lines):
+            value = line.values[j]
+            if layout.ranked(line.section) and value.mean is not None:
+                by_section.setdefault(line.section, []).append(value)
+        for values in by_section.values():
+            ranked = sorted({v.mean for v in values}, reverse=True)[: len(RANKS)]
+            for v in values:
+                if v.mean in ranked:
+                    v.highlight = RANKS[ranked.index(v.mean)]
+
+
+def rebuild(
+    experiment: Experiment,
+    scale: Scale,
+    store_dir: str | Path,
+    *,
+    paper: bool = False,
+    store: pd.DataFrame | None = None,
+    rules: TableRules | None = None,
+) -> Table:
+    """The table of ``experiment`` at ``scale`` from the store in ``store_dir``."""
+    from benchmark.experiments.paper_numbers import load_paper_table
+    from benchmark.store.frame import load_store
+
+    layout = experiment.layout(scale)
+    if layout is None:
+        raise ConfigError("table id", experiment.id, "the id of a table (this one is a figure)")
+    frame = load_store(store_dir) if store is None else store
+    published = None
+    if paper and experiment.paper_table is not None:
+        published = load_paper_table(experiment.paper_table)
+    unavailable = getattr(experiment, "unavailable_rows", lambda _scale: {})(scale)
+    table = build_table(
+        experiment.id,
+        scale,
+        layout,
+        experiment.plan(scale, store_dir),
+        frame,
+        unavailable=unavailable,
+        paper=published,
+        rules=rules,
+    )
+    if scale == "smoke":
+        from benchmark.reporting.titles import what_ran
+
+        table.ran = what_ran(experiment, scale, store_dir)
+    return table

@@ -1,0 +1,151 @@
+"""K runs of one grid sharing one device inside one process.
+
+One run at batch 128 leaves most of a modern GPU idle, and K processes sharing a card take turns
+on it rather than overlapping (without MPS). Here the K runs live in one process, each with its
+own config, model, optimizer, data, checkpoint, resume and result, and their training steps are
+interleaved: every run's epoch loop is a generator (:mod:`benchmark.training.loop`) that yields
+after each training iteration, and :func:`drive_packed` advances the runs in turn, each turn on
+the run's own CUDA stream so that one run's kernels overlap another's.
+
+A run trained packed computes what it computes alone: a turn restores the run's own random
+number generators (torch's CPU and device generators, NumPy's, Python's) before it steps and
+saves them after, so no run consumes another's random numbers, and the kernels are those of a
+run alone. Bit for bit where the kernels are deterministic (the CPU; ``runtime.deterministic``
+on a GPU); otherwise within the float noise of cuDNN's autotuned algorithm choices, which may
+differ between a run alone and a run sharing the device.
+
+Settings that are global to a process (device, thread count, deterministic kernels, the fast
+path's switches) must be equal within a pack: :func:`pack_key` says which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmark.config.run import RunConfig
+from benchmark.core.errors import ConfigError
+
+
+def pack_key(cfg: RunConfig) -> tuple[Any, ...]:
+    """What runs sharing one process must agree on: the process-wide runtime settings."""
+    rt = cfg.runtime
+    return (rt.device, rt.threads, rt.deterministic, rt.cuda_graphs, rt.channels_last)
+
+
+def check_packable(cfgs: Sequence[RunConfig]) -> None:
+    """Refuse, before anything runs, a pack whose runs need different process-wide settings."""
+    keys = {pack_key(cfg) for cfg in cfgs}
+    if len(keys) > 1:
+        raise ConfigError(
+            "runtime",
+            sorted(str(k) for k in keys),
+            "one (device, threads, deterministic, cuda_graphs, channels_last) for every run "
+            "of a pack: runs that share a process share these settings",
+        )
+
+
+@dataclass
+class RngState:
+    """Every random number generator a run draws from, saved between its turns."""
+
+    torch_cpu: torch.Tensor
+    numpy: tuple[Any, ...]
+    python: tuple[Any, ...]
+    device: torch.Tensor | None = None
+
+    @classmethod
+    def capture(cls, device: torch.device) -> RngState:
+        """The generators' current states."""
+        return cls(
+            torch_cpu=torch.get_rng_state(),
+            numpy=np.random.get_state(),
+            python=random.getstate(),
+            device=torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+        )
+
+    def restore(self, device: torch.device) -> None:
+        """Make these the generators' states."""
+        torch.set_rng_state(self.torch_cpu)
+        np.random.set_state(self.numpy)
+        random.setstate(self.python)
+        if self.device is not None:
+            torch.cuda.set_rng_state(self.device, device)
+
+
+@dataclass
+class PackedRun:
+    """One run of a pack: its step generator, device, stream and generators' state.
+
+    ``rng`` is the run's generators as they stood when it would have started alone: captured
+    right after its trainer was built (which seeds them) and resumed. ``on_done(result)`` is
+    called once the generator returns, ``on_error(error)`` if it raises; neither stops the other
+    runs.
+    """
+
+    name: str
+    steps: Generator[None, None, Any]
+    device: torch.device
+    rng: RngState
+    on_done: Callable[[Any], None] = lambda _result: None
+    on_error: Callable[[BaseException], None] = lambda _error: None
+    stream: Any = None
+    turns: int = 0
+    result: Any = None
+    error: BaseException | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.device.type == "cuda" and self.stream is None:
+            self.stream = torch.cuda.Stream(self.device)
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        """This run's generators and stream for the duration of one step."""
+        outer = RngState.capture(self.device)
+        self.rng.restore(self.device)
+        stream = torch.cuda.stream(self.stream) if self.stream is not None else None
+        try:
+            with stream if stream is not None else contextlib.nullcontext():
+                yield
+        finally:
+            self.rng = RngState.capture(self.device)
+            outer.restore(self.device)
+            self.turns += 1
+
+
+def drive_packed(runs: Sequence[PackedRun]) -> None:
+    """Advance every run one step in turn until all have ended (each with a result or error).
+
+    ``on_done`` and ``on_error`` run in the run's own turn (its stream, its generators). A run
+    that raises, in a step or in ``on_done``, is ended with ``on_error`` and the others go on;
+    KeyboardInterrupt and SystemExit stop the whole pack.
+    """
+    active = list(runs)
+    while active:
+        for run in list(active):
+            with run.turn():
+                try:
+                    next(run.steps)
+                    continue
+                except StopIteration as done:
+                    run.result = done.value
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except Exception as err:  # noqa: BLE001 - one run's failure is its own
+                    run.error = err
+                active.remove(run)
+                if run.error is None:
+                    try:
+                        run.on_done(run.result)
+                    except (KeyboardInterrupt, SystemExit):
+                        raise
+                    except Exception as err:  # noqa: BLE001
+                        run.error = err
+                if run.error is not None:
+                    run.on_error(run.error)

@@ -1,0 +1,346 @@
+"""Run one config end to end: dense parent, training, resume, result and weights in the store."""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import socket
+import subprocess
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmark.config.parse import config_to_dict
+from benchmark.config.run import RunConfig, check, run_identity
+from benchmark.core.errors import ConfigError
+from benchmark.core.files import CorruptFileError, load_checkpoint, save_checkpoint
+from benchmark.measure.run_latency import measure_after_training
+from benchmark.store.results import (
+    FAILED,
+    FINISHED,
+    ResultExistsError,
+    RunLockedError,
+    Store,
+    StoreWarning,
+)
+from benchmark.training.distributed import (
+    barrier,
+    broadcast_value,
+    check_batch,
+    check_gpus,
+    is_main,
+    rank,
+    spawn,
+    world_size,
+)
+from benchmark.training.validation import validate
+from methods import get_method
+
+
+class ResumeError(RuntimeError):
+    """``--resume`` was asked for but there is no checkpoint to resume from."""
+
+
+def environment(device: torch.device | str) -> dict[str, Any]:
+    """Package versions, device and git commit, recorded in every result."""
+    import numpy
+    import torchvision
+
+    dev = torch.device(device)
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "device": str(dev),
+        "threads": torch.get_num_threads(),
+    }
+    if dev.type == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(dev)
+    info["git_commit"] = _git_commit()
+    return info
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
+    """Train (once) or load the dense parent of ``cfg``; returns (parent run id, state dict)."""
+    parent = get_method(cfg.method.name)(cfg).parent_config()
+    if parent is None:
+        return None, None
+    pid = parent.run_id
+    weights = store.weights_path(pid)
+    if not store.is_finished(pid):
+        execute(parent, wait_for_lock=True)
+    elif not weights.exists():
+        # The parent's result survived but its weights did not: train it again (the old result
+        # goes to archive/), since a child can only start from those weights.
+        warnings.warn(
+            f"dense parent {pid} has finished but its weights {weights} are missing; "
+            "training it again",
+            StoreWarning,
+            stacklevel=2,
+        )
+        execute(parent, force=True, wait_for_lock=True)
+    try:
+        return pid, load_checkpoint(weights)
+    except CorruptFileError as err:
+        raise CorruptFileError(
+            err.path,
+            f"{err.reason}; the weights of dense parent {pid} are unusable: delete the file and "
+            f"rerun the parent (prunebench run --force with its config) to train them again",
+        ) from None
+
+
+def check_runtime(cfg: RunConfig) -> None:
+    """Refuse, before anything is written, a device this machine lacks or an unwritable store."""
+    dev = cfg.runtime.device
+    if dev.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(dev.split(":", 1)[1]) if ":" in dev else 0
+        check(
+            index < count,
+            "runtime.device",
+            dev,
+            f"a device this machine has: {count} CUDA device(s) here; use 'auto' or 'cpu'",
+        )
+    if dev == "mps":
+        check(
+            torch.backends.mps.is_available(),
+            "runtime.device",
+            dev,
+            "a device this machine has: MPS is not available here; use 'auto' or 'cpu'",
+        )
+    root = Path(cfg.output.dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            "output.dir", cfg.output.dir, f"a folder this process can create and write ({err})"
+        ) from None
+
+
+def execute(
+    cfg: RunConfig,
+    *,
+    force: bool = False,
+    require_resume: bool = False,
+    wait_for_lock: bool = False,
+) -> dict[str, Any]:
+    """Run ``cfg`` (resuming from its checkpoint when one exists) and store the result.
+
+    Configuration errors, found before training (values, the device, the store, the prunable
+    set), write nothing. The run holds a lock for its run id: a second process asking for the
+    same run gets RunLockedError ("already running"), or waits with ``wait_for_lock``.
+    """
+    validate(cfg)
+    check_runtime(cfg)
+    store = Store(cfg.output.dir)
+    rid = cfg.run_id
+    # Data-parallel runs: rank 0 holds the lock and writes; the others only read.
+    lock = store.lock(f"run-{rid}", wait=wait_for_lock) if is_main() else None
+    try:
+        if lock is not None:
+            lock.__enter__()
+    except RunLockedError as err:
+        raise RunLockedError(f"run {rid} is already running: {err}") from None
+    try:
+        if is_main():
+            store.clean_run_files(rid)
+        barrier()  # every rank sees the same store from here on
+        return _execute_locked(cfg, store, force=force, require_resume=require_resume)
+    finally:
+        if lock is not None:
+            lock.__exit__(None, None, None)
+
+
+def _execute_locked(
+    cfg: RunConfig, store: Store, *, force: bool, require_resume: bool
+) -> dict[str, Any]:
+    rid = cfg.run_id
+    ckpt_path = store.checkpoint_path(rid)
+    existing = store.read(rid)
+    if existing is not None and existing.get("status") == FINISHED and not force:
+        if is_main():
+            ckpt_path.unlink(missing_ok=True)  # left behind by a kill after the result was written
+        return existing
+    if require_resume and not ckpt_path.exists():
+        raise ResumeError(f"run {rid} has no checkpoint at {ckpt_path} to resume from")
+    if force and not require_resume and is_main():
+        ckpt_path.unlink(missing_ok=True)
+    started = broadcast_value(time.time())  # also: no rank reads the checkpoint before this
+    try:
+        pid, parent_state = parent_weights(cfg, store)
+        trainer, resumed = _trainer(cfg, ckpt_path, parent_state)
+        logger = _wandb_logger(cfg, rid) if is_main() else None
+        metrics = trainer.fit()
+        if logger is not None:
+            for entry in trainer.state.history:
+                logger.log(_flat_numbers(entry), step=entry["epoch"])
+            logger.summary.update(_flat_numbers(metrics))
+            logger.finish()
+        _check_goal(cfg, metrics)
+        distributed = trainer.dp.info(trainer.device)
+    except ConfigError:
+        raise  # a configuration error is the caller's to fix; it leaves no record
+    except Exception as err:
+        _write_failure(store, cfg, err, started)
+        raise
+    record = {
+        "run_id": rid,
+        "status": FINISHED,
+        "method": cfg.method.name,
+        "parent_run_id": pid,
+        "config": config_to_dict(cfg),
+        "identity": run_identity(cfg),
+        "metrics": metrics,
+        "history": trainer.state.history,
+        "resumed": resumed,
+        "environment": environment(trainer.device),
+        "distributed": distributed,
+        "started": started,
+        "finished": time.time(),
+    }
+    if is_main():
+        save_checkpoint(trainer.final_weights(), store.weights_path(rid))
+        store.write(record, force=force)
+        ckpt_path.unlink(missing_ok=True)
+        measure_after_training(cfg)  # only with latency.measure (grids' [latency], --set)
+    barrier()  # the result and weights exist for every rank (children load the weights)
+    return record
+
+
+def _trainer(cfg: RunConfig, ckpt_path: Path, parent_state: Any) -> tuple[Any, bool]:
+    """A Trainer resumed from the run's checkpoint if it has a usable one."""
+    from benchmark.training.trainer import CheckpointDiscarded, Trainer
+
+    trainer = Trainer(cfg, ckpt_path, parent_state)
+    try:
+        return trainer, trainer.try_resume()
+    except CheckpointDiscarded:
+        return Trainer(cfg, ckpt_path, parent_state), False
+
+
+class SparsityGoalMissed(RuntimeError):
+    """A sparsity-specifiable method ended below its goal sparsity; never a finished result."""
+
+
+# Measured sparsity may fall short of the goal by rounding (half an entry) and nothing more.
+SPARSITY_TOLERANCE = 1e-3
+
+
+def _check_goal(cfg: RunConfig, metrics: dict[str, Any]) -> None:
+    """Raise SparsityGoalMissed when a method that specifies its sparsity did not reach it."""
+    method = get_method(cfg.method.name)
+    # Structured (filter) pruning sets the fraction of filters, not of weights over P.
+    structured = bool(getattr(cfg.method.params, "structured", False))
+    if not method.info.sparsity_specifiable or structured:
+        return
+    goal, measured = cfg.method.sparsity, float(metrics.get("sparsity", 0.0))
+    if measured < goal - SPARSITY_TOLERANCE:
+        raise SparsityGoalMissed(
+            f"measured sparsity {measured:.6f} misses the goal method.sparsity = {goal}"
+        )
+
+
+def failure_record(cfg: RunConfig, err: BaseException) -> dict[str, Any]:
+    """The record of a run that raised ``err``: its config, the error and the traceback tail."""
+    return {
+        "run_id": cfg.run_id,
+        "status": FAILED,
+        "method": cfg.method.name,
+        "config": config_to_dict(cfg),
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": traceback.format_exc().splitlines()[-20:],
+        "finished": time.time(),
+    }
+
+
+def _write_failure(store: Store, cfg: RunConfig, err: BaseException, started: float) -> None:
+    """Record the failure; in a data-parallel run the failing rank writes it, with its rank
+    (the first failure of an attempt is kept: the others are usually its consequences)."""
+    existing = store.read(cfg.run_id)
+    if existing is not None and existing.get("status") == FINISHED:
+        return
+    if existing is not None and "rank" in existing and existing.get("started") == started:
+        return
+    record = {**failure_record(cfg, err), "started": started}
+    if world_size() > 1:
+        record.update(rank=rank(), processes=world_size())
+    with contextlib.suppress(ResultExistsError):  # a finished result appeared meanwhile
+        store.write(record)
+
+
+def _flat_numbers(data: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat_numbers(value, f"{name}/"))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = value
+    return out
+
+
+def _wandb_logger(cfg: RunConfig, rid: str) -> Any:
+    """An optional Weights & Biases run (offline by default); None when disabled."""
+    if not cfg.logging.wandb or cfg.logging.wandb_mode == "disabled":
+        return None
+    import wandb
+
+    return wandb.init(
+        project=cfg.logging.wandb_project,
+        mode=cfg.logging.wandb_mode,
+        id=rid,
+        name=rid,
+        resume="allow",
+        dir=str(Path(cfg.output.dir)),
+        config=config_to_dict(cfg),
+    )
+
+
+# --------------------------------------------------------------------------- local launches
+
+
+def execute_all(configs: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Every rank's job in :func:`run_local`: execute the runs in order."""
+    for cfg in configs:
+        execute(cfg, **kwargs)
+
+
+def run_local(configs: Sequence[Any], nproc: int, **kwargs: Any) -> None:
+    """Train ``configs`` one after the other, each with ``nproc`` processes on this machine.
+
+    ``kwargs`` go to :func:`execute` on every rank; rank 0 writes each result to the store.
+    Raises RankFailed with the first failing rank's error.
+    """
+    for cfg in configs:
+        check_batch(cfg.data.batch_size, nproc)
+    devices = {cfg.runtime.device for cfg in configs}
+    if len(devices) != 1:
+        raise ConfigError("runtime.device", sorted(devices), "one device for every run")
+    device = devices.pop()
+    check_gpus(device, nproc)
+    spawn(execute_all, nproc, device, list(configs), kwargs)

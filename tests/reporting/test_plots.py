@@ -1,0 +1,174 @@
+"""The figures, checked from the matplotlib objects (axes labels, lines, bands, legends)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmark.bench.tables import synthetic_store
+from benchmark.experiments import EXPERIMENTS, get_experiment
+from benchmark.reporting.plots import FIGURES, draw, style
+
+
+def _figure(experiment_id: str, tmp_path: Path, store: pd.DataFrame | None = None):
+    experiment = get_experiment(experiment_id)
+    plan = experiment.plan("smoke", tmp_path)
+    if store is None:
+        store = synthetic_store(plan)
+    return FIGURES[experiment.plot](experiment, "smoke", plan, store), plan
+
+
+def _labels(fig) -> list[str]:
+    """The entries of the figure's one shared legend."""
+    (legend,) = fig.legends
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def test_envelope_has_one_panel_per_sparsity_with_imp_band_and_both_references(tmp_path):
+    fig, plan = _figure("cifar10-envelope", tmp_path)
+    goals = sorted(plan["goal"].unique())
+    assert [ax.get_title() for ax in fig.axes] == [f"{g:g}% sparsity" for g in goals]
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "total retraining epochs"
+        assert ax.get_ylabel() == "test accuracy (%)"
+        assert len(ax.get_lines()) == 3
+        assert _labels(fig) == ["IMP + ALLR", "dense model", "Renda et al."]
+        assert len(ax.collections) == 1  # the max-min band over seeds
+        imp = ax.get_lines()[0]
+        # One point per distinct total E * J of the smoke grid (E in {1, 2}, J in {1, 2, 3}).
+        assert list(imp.get_xdata()) == [1.0, 2.0, 3.0, 4.0, 6.0]
+
+
+def test_budgeted_initial_draws_deviation_lines_that_end_at_zero(tmp_path):
+    fig, _ = _figure("appendix-cifar10-budgeted-initial-ALLR", tmp_path)
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "initial training epochs"
+        assert ax.get_ylabel() == "deviation from full budget (pp)"
+        lines = ax.get_lines()
+        assert len(lines) == 3  # two sparsities and the zero line
+        assert _labels(fig) == ["90%", "95%"]
+        for line in lines[:2]:
+            assert line.get_xdata()[-1] == 20.0 and line.get_ydata()[-1] == pytest.approx(0.0)
+
+
+def test_selection_criteria_tradeoffs_have_sparsity_and_speedup_rows(tmp_path):
+    fig, _ = _figure("appendix-confidence-cifar10-oneshot", tmp_path)
+    assert len(fig.axes) == 4
+    top, bottom = fig.axes[:2], fig.axes[2:]
+    assert [ax.get_title() for ax in top] == ["FT", "SLR"]
+    assert all(ax.get_xlabel() == "sparsity (%)" for ax in top)
+    assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in bottom)
+    for ax in fig.axes:
+        assert _labels(fig) == ["global", "uniform", "uniform+", "erk", "lamp"]
+        assert len(ax.get_lines()) == 5 and len(ax.collections) == 5
+
+
+def test_lr_schedule_figure_uses_the_shared_schedule_colours(tmp_path):
+    fig, _ = _figure("lr-schedules", tmp_path, store=pd.DataFrame())
+    (ax,) = fig.axes
+    assert ax.get_ylabel() == "learning rate"
+    lines = ax.get_lines()
+    assert [line.get_label().split(" ")[0] for line in lines] == [
+        "FT", "LRW", "SLR", "CLR", "LLR", "ALLR",
+    ]  # fmt: skip
+    assert lines[-1].get_color() == style("ALLR")[0]
+    assert len({line.get_color() for line in lines}) == 6
+
+
+def test_styles_are_stable_and_distinct_for_the_papers_names():
+    names = ["BIMP", "GMP", "FT", "ALLR", "global", "lamp"]
+    assert len({style(n) for n in names}) == len(names)
+    assert style("GMP (linear, hard)") == style("GMP (linear, hard)")
+    assert style("GMP (linear, hard)")[1] == style("GMP")[1]
+
+
+def test_draw_writes_png_and_pdf_and_reports_missing_runs(tmp_path):
+    experiment = get_experiment("cifar10-envelope")
+    paths = draw(experiment, "smoke", tmp_path / "empty-store", tmp_path / "figs")
+    assert [p.suffix for p in paths] == [".png", ".pdf"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+    fig, plan = _figure("cifar10-envelope", tmp_path, store=pd.DataFrame())
+    assert f"0/{plan['run_id'].nunique()} runs found" in fig.get_suptitle()
+    assert all(len(ax.get_lines()) == 0 for ax in fig.axes)
+
+
+def test_imagenet_envelope_has_a_line_per_schedule_and_the_dense_reference(tmp_path):
+    fig, plan = _figure("imagenet-IMP-envelope", tmp_path)
+    assert [ax.get_title() for ax in fig.axes] == ["50% sparsity", "90% sparsity"]
+    schedules = ("FT", "LRW", "SLR", "CLR", "LLR", "ALLR")
+    assert _labels(fig) == [f"IMP + {s}" for s in schedules] + ["dense model"]
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "total retraining epochs"
+        assert len(ax.get_lines()) == 7 and len(ax.collections) == 6
+        # Totals E * J for E in {1, 2} and J in {1, 2}: 1, 2 and 4 epochs.
+        assert list(ax.get_lines()[0].get_xdata()) == [1.0, 2.0, 4.0]
+
+
+def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tmp_path):
+    fig, _ = _figure("appendix-distribution-layer-collapse", tmp_path)
+    titles = [
+        "One Shot, FT",
+        "One Shot, SLR",
+        "Iterative (2 cycles), FT",
+        "Iterative (2 cycles), SLR",
+    ]
+    assert [ax.get_title() for ax in fig.axes[:4]] == titles
+    assert all(ax.get_xlabel() == "sparsity (%)" for ax in fig.axes[:4])
+    assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in fig.axes[4:])
+    for ax in fig.axes:
+        assert _labels(fig) == ["global", "uniform", "uniform+", "erk", "lamp"]
+        assert len(ax.get_lines()) == 5
+
+
+def test_gmp_vs_bimp_figure_has_a_line_per_variant(tmp_path):
+    fig, plan = _figure("gmp-vs-bimp-cifar100", tmp_path)
+    assert len(fig.axes) == 2  # sparsity and speedup against accuracy
+    for ax in fig.axes:
+        assert ax.get_ylabel() == "test accuracy (%)"
+        assert _labels(fig) == list(dict.fromkeys(plan["row"]))
+        assert len(ax.get_lines()) == plan["row"].nunique() == 7
+
+
+PLOTTED = [n for n in EXPERIMENTS.names() if EXPERIMENTS.get(n).plot is not None]
+
+
+@pytest.mark.parametrize("name", PLOTTED)
+def test_every_figure_labels_its_axes_and_names_every_line(name, tmp_path):
+    fig, plan = _figure(name, tmp_path)
+    assert fig.axes
+    rows = set(plan["row"]) if len(plan) else set()
+    named: dict[str, None] = {}
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel()
+        lines = ax.get_lines()
+        assert lines, f"{name}: a panel without lines"
+        named |= dict.fromkeys(x.get_label() for x in lines if not x.get_label().startswith("_"))
+    legend = fig.legends[0] if fig.legends else fig.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == list(named)  # exactly the drawn lines
+    if rows:  # every data line is one of the spec's rows (or a reference line)
+        allowed = rows | {f"IMP + {r}" for r in rows} | {"dense model", "Renda et al."}
+        assert set(named) <= allowed
+
+
+def test_lines_of_one_figure_never_share_a_colour(tmp_path):
+    fig, plan = _figure("gmp-vs-bimp-cifar100", tmp_path)
+    colours = [line.get_color() for line in fig.axes[0].get_lines()]
+    assert len(set(colours)) == len(colours) == 7
+    # The paper's names keep their colour.
+    assert fig.axes[0].get_lines()[-1].get_color() == style("BIMP")[0]
+
+
+def test_figures_explain_bands_references_and_rows_left_out(tmp_path):
+    fig, plan = _figure("cifar10-envelope", tmp_path)
+    title = fig.get_suptitle()
+    assert "Shaded bands: min to max over seeds" in title
+    assert "Renda et al., its own budget" in title
+    assert "Not shown" not in title  # every row has points in the synthetic store
+    fig, plan = _figure("stable-unstable-results", tmp_path, store=pd.DataFrame())
+    rows = list(dict.fromkeys(plan["row"].astype(str)))
+    assert f"Not shown (no finished run at a plotted sparsity): {', '.join(rows)}." in (
+        fig.get_suptitle()
+    )

@@ -7,7 +7,7 @@ record; then ``prunebench status`` (store scan, one ``squeue``) over the 1,000 q
 re-submission that must submit nothing. Each step is timed in-process and as the whole command
 (``python -m benchmark.cli ...``, interpreter start-up and imports included).
 
-    sudo bash slurm/dev-cluster.sh start
+    bash slurm/dev-cluster.sh start   # as root (sudo otherwise)
     .venv/bin/python -m benchmark.bench.submit [--runs 1000] [--runs-per-task 1 10] [--json F]
 """
 
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(
             f"bench_submit: no SLURM cluster ({reason}); start one with: "
-            "sudo bash slurm/dev-cluster.sh start",
+            "bash slurm/dev-cluster.sh start (as root)",
             file=sys.stderr,
         )
         return 2

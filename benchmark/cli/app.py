@@ -9,10 +9,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.cli.summary import format_summary
 from benchmark.core.errors import ConfigError, DatasetError
 
 EXIT_USAGE = 2
+
+
 EXIT_FAILURE = 1
+
+
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
 
 
@@ -30,6 +35,17 @@ def _add_set_arg(p: argparse.ArgumentParser, help_text: str) -> None:
         metavar="SECTION.KEY=VALUE",
         help=help_text,
     )
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid; allowed: an integer >= 1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the whole result as JSON")
     run.add_argument(
         "--nproc",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="train with N data-parallel processes on this machine (each takes batch/N)",
@@ -143,33 +159,28 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 _ID_FIELDS = ("experiment id", "table id", "figure id")
 
 
-def _step_note(metrics: dict) -> str:
-    """How the training steps ran, after the images/s figure (older results say nothing)."""
-    step = metrics.get("step")
-    if not step:
-        return ""
-    if step.get("mode") == "cuda_graphs":
-        untimed = f"{metrics.get('compile_seconds', 0.0):.1f} s capturing"
-        warmup = metrics.get("warmup_seconds", 0.0)
-        if warmup >= 0.05:
-            untimed += f", {warmup:.1f} s on new batch shapes (kernel autotuning)"
-        return f" (CUDA graphs; {untimed}, not counted)"
-    return f" (eager: {step['why_eager']})" if step.get("why_eager") else ""
-
-
-def _images_per_s(metrics: dict) -> str:
-    """The images/s figure and how it was measured; none when no iteration was timed."""
-    if metrics["images_per_s"] > 0:
-        return f"{metrics['images_per_s']:.0f}" + _step_note(metrics)
-    # Each epoch's first iterations are left out of the timing (TIMING_WARMUP_ITERS).
-    return "not measured (no epoch had more iterations than its untimed first ones)"
+def set_syntax_hint(argv: Sequence[str]) -> str | None:
+    """What is wrong with a ``--set`` written without ``=`` (``--set method.sparsity 0.9``)."""
+    for i, word in enumerate(argv):
+        if word != "--set" or i + 1 >= len(argv) or "=" in argv[i + 1]:
+            continue
+        key = argv[i + 1]
+        value = argv[i + 2] if i + 2 < len(argv) and not argv[i + 2].startswith("-") else None
+        example = f"--set {key}={value}" if value is not None else f"--set {key}=VALUE"
+        return f"--set {key!s} needs its value after '=' in the same word (no spaces): {example}"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
-    from benchmark.core.files import CorruptFileError
-    from benchmark.store.results import RunLockedError
+    from benchmark.core.errors import CorruptFileError
+    from benchmark.store.errors import RunLockedError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    hint = set_syntax_hint(argv)
+    if hint:
+        print(f"prunebench: error: {hint}", file=sys.stderr)
+        return EXIT_USAGE
     args = build_parser().parse_args(argv)
     try:
         code = COMMANDS[args.command](args)
@@ -249,28 +260,6 @@ def _run_parallel(cfg: Any, nproc: int, *, force: bool, resume: bool) -> dict[st
     record = store.read(cfg.run_id)
     assert record is not None
     return record
-
-
-def format_summary(record: dict[str, Any]) -> str:
-    """A few lines describing a finished run."""
-    m = record["metrics"]
-    lines = [
-        f"run {record['run_id']} ({record['method']}): {record['status']}",
-        f"  test top-1      {m['test']['top1']:.4f}"
-        + (f"   top-5 {m['test']['top5']:.4f}" if "top5" in m["test"] else ""),
-        f"  val top-1       {m['val']['top1']:.4f}",
-        *(f"  test {k:<11}{m['test'][k]:.4f}" for k in ("miou", "bleu") if k in m["test"]),
-        f"  sparsity        {m['sparsity']:.4f} (prunable), {m['sparsity_total']:.4f} (all)",
-        f"  speedup         {m['speedup']:.2f}x (corrected {m['speedup_corrected']:.2f}x)",
-        f"  images/s        {_images_per_s(m)}",
-    ]
-    if "stability" in m:
-        s = m["stability"]
-        lines.append(
-            f"  pruning stab.   {s['pruning_stability']:.4f} (test top-1 {s['acc_before']:.4f} "
-            f"before the final prune, {s['acc_after']:.4f} after; 1 - drop/before, 1: no drop)"
-        )
-    return "\n".join(lines)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

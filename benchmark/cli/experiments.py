@@ -111,35 +111,38 @@ def _common(p: argparse.ArgumentParser, *, out_help: str, default_scale: str = "
     p.add_argument("--out", default=None, help=out_help)
 
 
-def _scale(experiment: Any, requested: str, store_dir: str) -> str:
+def _scale(experiment_id: str, requested: str, store_dir: str) -> str:
     """``auto``: smoke when the store holds any smoke run of this experiment, else paper.
 
-    Smoke runs train on digits, which no paper-scale grid uses, so the (small) smoke plan
-    decides without expanding the paper grid (thousands of configs).
+    Smoke runs train on digits, which no paper-scale grid uses, so the (small) smoke plan of the
+    catalog decides without expanding the paper grid (thousands of configs).
     """
     if requested != "auto":
         return requested
-    from benchmark.store.frame import load_store
+    from benchmark.experiments.catalog import load
 
-    finished = _finished_ids(load_store(store_dir))
-    smoke = set(experiment.plan("smoke", store_dir)["run_id"])
-    return "smoke" if smoke & finished else "paper"
+    smoke = set(load()[experiment_id].smoke_runs)
+    return "smoke" if smoke & finished_ids(store_dir) else "paper"
 
 
-def _finished_ids(store: Any) -> set[str]:
-    if "status" not in store:
-        return set()
-    return set(store.loc[store["status"].eq("finished"), "run_id"])
+def finished_ids(store_dir: str | Path) -> set[str]:
+    """The run ids with a finished result in the store (read without pandas or torch)."""
+    from benchmark.store.results import FINISHED, Store
+
+    return {r["run_id"] for r in Store(store_dir).records() if r.get("status") == FINISHED}
 
 
 def cmd_table(args: argparse.Namespace) -> int:
     """``prunebench table ID``: the table rebuilt from the store."""
+    from benchmark.experiments.catalog import check_id
+
+    check_id(args.id, "table")
+    rules = _table_rules(args)
+    scale = _scale(args.id, args.scale, args.store)
     from benchmark.experiments import get_experiment
     from benchmark.reporting.tables import rebuild
 
     experiment = get_experiment(args.id)
-    rules = _table_rules(args)
-    scale = _scale(experiment, args.scale, args.store)
     if args.stats:
         from benchmark.reporting.seedstats import check_level
 
@@ -172,17 +175,30 @@ def _warn_smoke_vs_paper(table: Any, scale: str, paper: bool) -> None:
         table.notes.append(SMOKE_VS_PAPER)
 
 
-def _no_runs(experiment: Any, scale: str, store_dir: str) -> bool:
-    """Whether the store holds none of the finished runs the experiment plans (say so)."""
-    from benchmark.store.frame import load_store
+def _no_runs(experiment_id: str, requested: str, scale: str, store_dir: str) -> bool:
+    """Whether the store holds none of the finished runs the figure needs (then say what runs
+    them: the smoke scale first, minutes on a CPU, unless the paper scale was asked for)."""
+    from benchmark.experiments.catalog import load
 
-    planned = set(experiment.plan(scale, store_dir)["run_id"])
-    if not planned or planned & _finished_ids(load_store(store_dir)):
+    entry = load()[experiment_id]
+    finished = finished_ids(store_dir)
+    if scale == "smoke" and set(entry.smoke_runs) & finished:
         return False
+    if scale == "paper":
+        from benchmark.experiments import get_experiment
+
+        planned = set(get_experiment(experiment_id).plan(scale, store_dir)["run_id"])
+        if not planned or planned & finished:
+            return False
+    first = "paper" if requested == "paper" else "smoke"
+    count = entry.paper_runs if first == "paper" else len(entry.smoke_runs)
+    cost = "" if first == "paper" else ", minutes on a CPU"
+    which = f"{scale} scale" if requested != "auto" else "either scale"
     print(
-        f"prunebench: no finished runs of {experiment.id} ({scale} scale) in {store_dir} "
-        f"({len(planned)} planned); nothing to draw. Run them first: "
-        f"prunebench reproduce {experiment.id} --scale {scale}",
+        f"prunebench: no finished runs of {experiment_id} ({which}) in {store_dir}; "
+        f"nothing to draw. Run them first: prunebench reproduce {experiment_id} --scale {first} "
+        f"--store {store_dir} ({count} runs{cost})"
+        + ("" if first == "paper" else f"; the paper scale plans {entry.paper_runs} runs"),
         file=sys.stderr,
     )
     return True
@@ -209,13 +225,16 @@ def _emit(text: str, out: str | None) -> None:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """``prunebench plot ID``: the figure as PNG and PDF."""
+    from benchmark.experiments.catalog import check_id
+
+    check_id(args.id, "figure")
+    scale = _scale(args.id, args.scale, args.store)
+    if _no_runs(args.id, args.scale, scale, args.store):
+        return 1
     from benchmark.experiments import get_experiment
     from benchmark.reporting.plots import draw
 
     experiment = get_experiment(args.id)
-    scale = _scale(experiment, args.scale, args.store)
-    if experiment.plot is not None and _no_runs(experiment, scale, args.store):
-        return 1
     for path in draw(experiment, scale, args.store, Path(args.out or DEFAULT_FIGURES)):
         print(f"wrote {path}")
     return 0
@@ -281,12 +300,18 @@ def reading_from(configs: list[RunConfig], root: str, scale: str) -> list[RunCon
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """``prunebench reproduce ID``: run the missing runs, then build the table and figures."""
+    from benchmark.experiments.catalog import check_id
+
+    check_id(args.id)
+    rules = _table_rules(args)  # bad values fail before anything runs
+    if args.data_root is not None and args.scale != "paper":
+        # Smoke runs read the stand-in files reproduce writes where their problems say.
+        raise ConfigError("--data-root", args.data_root, "a folder, with --scale paper only")
     from benchmark.experiments import get_experiment
     from benchmark.experiments.base import unique_configs
     from benchmark.store.results import Store
 
     experiment = get_experiment(args.id)
-    rules = _table_rules(args)  # bad values fail before anything runs
     # Absolute output dirs: launcher workers may run from another directory.
     configs = unique_configs(experiment.runs(args.scale, Path(args.store).resolve()))
     if args.data_root is not None:
@@ -340,24 +365,37 @@ def _ext(fmt: str) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``prunebench list``: ids, descriptions and how many runs of each the store holds."""
-    from benchmark.experiments import EXPERIMENTS, NOT_REPRODUCIBLE
-    from benchmark.store.frame import load_store
+    """``prunebench list``: ids, what each shows, how many of its runs the store holds, and the
+    size of its paper-scale plan (read from the catalog: answers without loading torch)."""
+    from benchmark.experiments.catalog import load
+    from benchmark.experiments.not_reproducible import NOT_REPRODUCIBLE
 
-    finished = _finished_ids(load_store(args.store))
+    finished = finished_ids(args.store)
     rows = []
-    for name in EXPERIMENTS.names():
-        e = EXPERIMENTS.get(name)
-        ids = set(e.plan(args.scale, args.store)["run_id"])
-        held = f"{len(ids & finished)}/{len(ids)}" if ids else "no runs"
-        rows.append((name, e.kind, held, e.description))
+    for entry in load().values():
+        if args.scale == "smoke":
+            planned = set(entry.smoke_runs)
+        else:
+            from benchmark.experiments import get_experiment
+
+            planned = set(get_experiment(entry.id).plan("paper", args.store)["run_id"])
+        held = f"{len(planned & finished)}/{len(planned)}" if planned else "no runs"
+        shows = "+".join(k for k in ("table", "figure") if getattr(entry, k)) or entry.kind
+        rows.append((entry.id, shows, held, f"{entry.paper_runs:,}", entry.description))
     # The paper's other tables, listed so that none is silently missing.
     for name, reason in NOT_REPRODUCIBLE.items():
-        rows.append((name, "table", "-", f"not reproducible here: {reason.split(':')[0]}"))
-    header = ("id", "kind", f"runs held ({args.scale})", "description")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+        rows.append((name, "table", "-", "-", f"not reproducible here: {reason.split(':')[0]}"))
+    header = ("id", "shows", f"runs held ({args.scale})", "paper-scale runs", "description")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for r in [header, *rows]:
-        print("  ".join(f"{v:<{w}}" for v, w in zip(r[:3], widths, strict=True)) + "  " + r[3])
+        cells = [
+            f"{v:>{w}}" if i == 3 else f"{v:<{w}}"
+            for i, (v, w) in enumerate(zip(r[:4], widths, strict=True))
+        ]
+        print("  ".join(cells) + "  " + r[4])
+    print(
+        "\nprunebench table ID / plot ID (ids that show a figure) / reproduce ID --scale smoke",
+    )
     return 0
 
 

@@ -223,6 +223,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """``prunebench submit FILE --executor ...``: exit 1 if a run failed (local/debug)."""
     from benchmark.launch import LaunchError, prepare, submit_grid
     from benchmark.launch.grid import load_grid
+    from benchmark.launch.submit import wait_for
     from benchmark.store.results import Store
 
     grid = load_grid(args.file)
@@ -231,17 +232,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     expansion = prepare(grid, store, settings, max_cells=_max_cells(args))
     try:
         result = submit_grid(
-            expansion,
-            store,
-            settings,
-            retry_failed=args.retry_failed,
-            dry_run=args.dry_run,
-            wait=args.wait,
+            expansion, store, settings, retry_failed=args.retry_failed, dry_run=args.dry_run
         )
     except LaunchError as err:
         print(f"prunebench: submit failed: {err}", file=sys.stderr)
         return 1
-    print(result.summary())
+    # What was queued is said at once; --wait then follows it (SLURM returns once queued).
+    print(result.summary(), flush=True)
+    if args.wait and settings.executor == "slurm" and not args.dry_run:
+        wait_for(result.submitted_runs, store, out=sys.stdout)
     st = Store(store)
     failed = [r for r in result.submitted_runs if st.status(r) == "failed"]
     if failed and (settings.executor != "slurm" or args.wait):

@@ -82,11 +82,14 @@ def cmd_latency(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``prunebench export ID``: the tidy run table of an experiment."""
+    from benchmark.experiments.catalog import check_id
+
+    check_id(args.id)
+    scale = _scale(args.id, args.scale, args.store)
     from benchmark.experiments import get_experiment
     from benchmark.reporting.export import export_frame, render
 
     experiment = get_experiment(args.id)
-    scale = _scale(experiment, args.scale, args.store)
     _emit(render(export_frame(experiment, scale, args.store), args.format), args.out)
     return 0
 
@@ -95,12 +98,15 @@ def cmd_cost(args: argparse.Namespace) -> int:
     """``prunebench cost ID``: the equal-compute table (and figure) of an experiment."""
     from pathlib import Path
 
+    from benchmark.experiments.catalog import check_id
+
+    check_id(args.id)
+    scale = _scale(args.id, args.scale, args.store)
     from benchmark.experiments import get_experiment
     from benchmark.reporting.compute_view import cost_figure, cost_frame, render_markdown
     from benchmark.reporting.titles import title
 
     experiment = get_experiment(args.id)
-    scale = _scale(experiment, args.scale, args.store)
     points = cost_frame(experiment, scale, args.store)
     heading = title(experiment, scale, args.store)
     text = points.to_csv(index=False) if args.format == "csv" else render_markdown(points, heading)

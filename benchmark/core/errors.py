@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 
@@ -39,3 +40,12 @@ def check(ok: bool, field_name: str, value: Any, allowed: str) -> None:
 
 class DatasetError(RuntimeError):
     """Dataset files are missing, corrupted or unreadable."""
+
+
+class CorruptFileError(RuntimeError):
+    """A store file cannot be read (truncated, garbage, not ours, or a pickle that runs code)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

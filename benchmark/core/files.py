@@ -16,20 +16,16 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from benchmark.core.errors import CorruptFileError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["CorruptFileError", "load_checkpoint", "save_checkpoint", "write_json_atomic"]
 
 TMP_SUFFIX = ".tmp"
-
-
-class CorruptFileError(RuntimeError):
-    """A store file cannot be read (truncated, garbage, not ours, or a pickle that runs code)."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = Path(path)
-        self.reason = reason
-        super().__init__(f"{path}: {reason}")
 
 
 def unique_stamp() -> str:
@@ -59,11 +55,15 @@ def _atomic_replace(path: Path, write: Any) -> None:
 
 def save_checkpoint(state: dict[str, Any], path: Path) -> None:
     """Atomically save a checkpoint dict with torch.save (tensors and plain values only)."""
+    import torch  # here, not at the top: the command line reads stores without loading torch
+
     _atomic_replace(path, lambda fh: torch.save(state, fh))
 
 
 def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
     """Load a checkpoint or weights file without running code; raises CorruptFileError."""
+    import torch
+
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:

@@ -1,56 +1,35 @@
 """The paper's tables and figures as experiment specs, registered by id (the paper's labels).
 
-Every module of this package named ``tab_*`` or ``fig_*`` defines ``SPEC`` or ``SPECS``; importing
-the package registers them all in :data:`EXPERIMENTS`.
+``get_experiment(ID)`` and ``EXPERIMENTS`` (:mod:`~benchmark.experiments.registry`) load every spec,
+which needs torch (the methods' presets); :mod:`~benchmark.experiments.catalog` answers what the
+command line asks before any run (which ids exist, which have a table or a figure, what each
+plans) from a small generated file, without loading them.
 
 May import: core, config, data, methods, training.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from typing import Any
 
-from benchmark.core.errors import ConfigError
-from benchmark.core.registry import Registry
-from benchmark.experiments.base import Experiment, PlannedRun, Scale, TableLayout
-from benchmark.experiments.not_reproducible import NOT_REPRODUCIBLE
+_LAZY = {
+    "EXPERIMENTS": "registry",
+    "NOT_REPRODUCIBLE": "not_reproducible",
+    "get_experiment": "registry",
+    "Experiment": "base",
+    "PlannedRun": "base",
+    "Scale": "base",
+    "TableLayout": "base",
+}
 
-EXPERIMENTS: Registry[Experiment] = Registry("experiment")
-
-
-def _register_all() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith(("tab_", "fig_")):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        specs = getattr(module, "SPECS", None) or (module.SPEC,)
-        for spec in specs:
-            EXPERIMENTS.add(spec.id, spec)
+__all__ = sorted(_LAZY)
 
 
-def get_experiment(experiment_id: str) -> Experiment:
-    """The spec registered as ``experiment_id`` (ConfigError listing the ids otherwise).
+def __getattr__(name: str) -> Any:
+    # The specs load on first use, so that importing the catalog (or this package) stays light.
+    if name in _LAZY:
+        import importlib
 
-    A paper table that no spec rebuilds raises a ConfigError that says why.
-    """
-    if experiment_id in NOT_REPRODUCIBLE:
-        raise ConfigError(
-            "experiment id",
-            experiment_id,
-            f"a reproducible id; this table is not: {NOT_REPRODUCIBLE[experiment_id]}",
-        )
-    return EXPERIMENTS.get(experiment_id, "experiment id")
-
-
-_register_all()
-
-__all__ = [
-    "EXPERIMENTS",
-    "NOT_REPRODUCIBLE",
-    "Experiment",
-    "PlannedRun",
-    "Scale",
-    "TableLayout",
-    "get_experiment",
-]
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -101,7 +102,7 @@ def submit_grid(
     if settings.executor == "slurm" and not dry_run and shutil.which("sbatch") is None:
         raise LaunchError(
             "sbatch is not on PATH: no SLURM here (use --executor local, or start a cluster "
-            "on this machine with: sudo bash slurm/dev-cluster.sh start)"
+            "on this machine with: bash slurm/dev-cluster.sh start, as root)"
         )
     store = Path(store).resolve()
     out = out if out is not None else sys.stdout
@@ -253,7 +254,27 @@ def _start_here(
     # No time limit unless asked for one (submitit's local default is 2 minutes).
     limit = settings.local_time_min or 60 * 24 * 365
     local.update_parameters(timeout_min=limit, signal_delay_s=settings.local_signal_delay_s)
-    return local.submit_array([GridTask([n.cfg for n in t], threads) for t in tasks])
+    # submitit's worker controllers inherit our stderr: Ctrl-C reaches them too, and each would
+    # print its KeyboardInterrupt traceback under prunebench's one line. Their stderr goes to a
+    # log beside the workers' own logs instead.
+    with _stderr_into(folder / "local" / "controllers.log"):
+        return local.submit_array([GridTask([n.cfg for n in t], threads) for t in tasks])
+
+
+@contextlib.contextmanager
+def _stderr_into(path: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` (appending) while child processes are started."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _wait_for_parent_jobs(store: Path, nodes: Sequence[Node], plan: Plan) -> None:
@@ -331,14 +352,19 @@ def wait_for(
     timeout_s: float | None = None,
     out: TextIO | None = None,
 ) -> dict[str, str]:
-    """Follow submitted runs with a progress bar until none is queued or running."""
+    """Follow submitted runs until none is queued or running, then print a summary line.
+
+    A progress bar on a terminal; elsewhere (a log, a pipe) one line whenever the counts change.
+    """
     from tqdm.auto import tqdm
 
     store = Path(store)
     st = Store(store)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     out = out or sys.stderr
-    with tqdm(total=len(runs), unit="run", desc="runs", file=out, disable=not out.isatty()) as bar:
+    tty = out.isatty()
+    shown = None
+    with tqdm(total=len(runs), unit="run", desc="runs", file=out, disable=not tty) as bar:
         while True:
             index = load_index(store)
             refs = [index[r] for r in runs if r in index]
@@ -349,12 +375,31 @@ def wait_for(
             active = [r for r in runs if r in index and states[index[r].job_id].active]
             running = sum(1 for r in active if states[index[r].job_id].running)
             failed = sum(1 for s in status.values() if s == FAILED)
-            bar.set_postfix(running=running, pending=len(active) - running, failed=failed)
+            pending = len(active) - running
+            bar.set_postfix(running=running, pending=pending, failed=failed)
+            counts = (done, running, pending, failed)
+            if not tty and counts != shown:
+                print(
+                    f"[wait] {done}/{len(runs)} runs done ({failed} failed), {running} running, "
+                    f"{pending} pending",
+                    file=out,
+                    flush=True,
+                )
+                shown = counts
             if not [r for r in active if status[r] != FINISHED]:
-                return status
+                break
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{len(active)} runs still queued or running")
             time.sleep(poll_s)
+    finished = sum(1 for s in status.values() if s == FINISHED)
+    lost = len(runs) - finished - failed
+    print(
+        f"[wait] done: {finished} finished, {failed} failed"
+        + (f", {lost} ended without a result (resubmit to rerun them)" if lost else ""),
+        file=out,
+        flush=True,
+    )
+    return status
 
 
 def prepare(

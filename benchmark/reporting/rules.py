@@ -15,7 +15,6 @@ SPARSITY_TOLERANCE = 0.25  # percent points, for methods without a goal sparsity
 MAX_PLACEMENT_DISTANCE = 6.0
 
 
-
 @dataclass(frozen=True)
 class TableRules:
     """The selection and aggregation rules of a table where the paper leaves a choice open.

@@ -12,8 +12,9 @@ import pytest
 from helpers import ROOT, tiny_config
 
 from benchmark.cli import main
-from benchmark.cli.app import build_parser, format_summary
+from benchmark.cli.app import build_parser
 from benchmark.cli.demo import demo_configs
+from benchmark.cli.summary import format_summary
 from benchmark.core.errors import ConfigError
 from benchmark.store.frame import load_store
 from benchmark.training.runner import execute
@@ -79,7 +80,7 @@ def test_help_shows_defaults_and_only_accepted_choices(capsys) -> None:
 def test_an_unknown_figure_id_is_not_called_a_config_error(capsys) -> None:
     assert main(["plot", "no-such-figure"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("prunebench: error: experiment id = 'no-such-figure'"), err
+    assert err.startswith("prunebench: error: figure id = 'no-such-figure'"), err
 
 
 def test_show_says_what_the_stability_and_the_images_per_s_measure() -> None:

@@ -228,7 +228,7 @@ def test_list_counts_the_runs_the_store_holds(reproduced, capsys):
 
 def test_table_of_a_figure_id_is_a_usage_error(tmp_path, capsys):
     assert main(["table", "cifar10-envelope", "--store", str(tmp_path)]) == 2
-    assert "the id of a table" in capsys.readouterr().err
+    assert "an id with a table; cifar10-envelope has no table" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- coverage of the paper

@@ -221,7 +221,7 @@ def test_readme_shows_the_example_grid_and_a_valid_profile(tmp_path: Path) -> No
     (tmp_path / "site.toml").write_text(profile)
     loaded = load_profile(tmp_path / "site.toml")
     assert loaded.gpus_per_task >= 1 and loaded.time_min * 60 > loaded.signal_delay_s
-    assert "sudo bash slurm/dev-cluster.sh start" in section
+    assert "bash slurm/dev-cluster.sh start" in section
     assert "### Try the SLURM path on one machine" in section
 
 

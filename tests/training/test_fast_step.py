@@ -22,7 +22,7 @@ from helpers import comparable, tiny_config
 from benchmark.bench.check_fast_path import CASES, case_config
 from benchmark.bench.pipeline import main as bench_pipeline_main
 from benchmark.bench.pipeline import phase_lines, projected_minutes
-from benchmark.cli.app import _step_note
+from benchmark.cli.summary import _step_note
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.models.registry import build_model

@@ -184,6 +184,12 @@ class CS(ReparamMethod):
     def on_iteration_start(self, step: int) -> None:
         # Outside the captured step: beta is a device tensor the captured forward reads.
         self.set_temperature(step)
+        # A sum kept from a forward that no loss consumed (one outside training with gradients
+        # on) would keep its autograd graph alive into the next step: on CUDA the graph's
+        # accumulation nodes then tie the capturing stream to the default one, and capture fails.
+        self._gate_sum = None
+        for mask in self.reparams_of(SoftMask):
+            mask.gate_sum = None
 
     def extra_loss(self, step: int) -> Tensor | None:
         # The forward summed the gates already: the batched pass all at once, else each layer.

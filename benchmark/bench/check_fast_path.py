@@ -3,13 +3,13 @@
     python -m benchmark.bench.check_fast_path                 # every method, on CUDA
 
 For every method (and the options whose per-iteration hooks differ) on digits: a 2-epoch run
-with the fast path against the eager loop (per-epoch train loss within 1e-3 relative, or twice
-what the fused, tensor-lr optimizer step alone changes where a method's discrete decisions
-amplify that last-bit noise; and the run really captured); with ``runtime.deterministic`` the
-captured steps against the same steps uncaptured (bit for bit), the fast path twice (same
-result) and interrupted then resumed (equal to uninterrupted). Prints one line per check and
-exits 1 if any fails. On the CPU there is nothing to capture: the tests cover the same control
-flow there with a replaying backend (tests/training/test_fast_step.py).
+with the fast path against the eager loop (the first epoch's train loss within 1e-3 relative, or
+twice what the fused, tensor-lr optimizer step alone changes; later epochs are reported: an
+epoch-end prune can turn last-bit noise into another mask; and the run really captured); with
+``runtime.deterministic`` the captured steps against the same steps uncaptured (bit for bit), the
+fast path twice (same result) and interrupted then resumed (equal to uninterrupted). Prints one line
+per check and exits 1 if any fails. On the CPU there is nothing to capture: the tests cover the same
+control flow there with a replaying backend (tests/training/test_fast_step.py).
 """
 
 from __future__ import annotations
@@ -84,18 +84,23 @@ def check_case(store: Path, case: str, extra: Sequence[str]) -> list[tuple[bool,
     fast, fm = _fit(case_config(store / "f", case, *short))
     eager, _ = _fit(case_config(store / "e", case, *short, "runtime.cuda_graphs='off'"))
     rerun, _ = _fit(case_config(store / "u", case, *short), RerunBackend())
-    worst = _max_rel(_losses(fast), _losses(eager))
+    # The first epoch, before any epoch-boundary decision: autotuned kernels differ in their
+    # last bits between any two runs, and a prune at an epoch's end can turn that into a
+    # different mask (then the losses part by far more than float noise, also between two eager
+    # runs). Later epochs are held bit for bit by the deterministic checks below.
+    worst = _max_rel(_losses(fast)[:1], _losses(eager)[:1])
+    whole = _max_rel(_losses(fast), _losses(eager))
     # What the fused, tensor-lr optimizer step alone changes (no capture): the noise floor.
-    floor = _max_rel(_losses(rerun), _losses(eager))
+    floor = _max_rel(_losses(rerun)[:1], _losses(eager)[:1])
     step = fm["step"]
     captured = step["mode"] == "cuda_graphs" and step["replays"] > 0
     out.append(
         (
             captured and worst <= max(RTOL, 2 * floor),
-            f"{case:13s} fast vs eager: max rel. train-loss difference {worst:.2e} "
-            f"(bound {RTOL:g}; the optimizer step alone, uncaptured: {floor:.2e}); "
-            f"{step['mode']}, {step['captures']} captures, {step['replays']} replays, "
-            f"{step['eager_iterations']} eager {step['why_eager']}",
+            f"{case:13s} fast vs eager, epoch 1: rel. train-loss difference {worst:.2e} "
+            f"(bound {RTOL:g}; the optimizer step alone, uncaptured: {floor:.2e}; whole run "
+            f"{whole:.2e}); {step['mode']}, {step['captures']} captures, {step['replays']} "
+            f"replays, {step['eager_iterations']} eager {step['why_eager']}",
         )
     )
     det = ["runtime.deterministic=true", *extra]

@@ -1,5 +1,4 @@
-"""File-backed sources: lists of image files read by loader workers, and ImageNet's class folders.
-"""
+"""File-backed sources: image files read by loader workers, and ImageNet's class folders."""
 
 from __future__ import annotations
 

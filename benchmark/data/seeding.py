@@ -1,5 +1,4 @@
-"""Seeded randomness of the data pipeline: per-epoch generators, shards, the validation split.
-"""
+"""Seeded randomness of the data pipeline: per-epoch generators, shards, the validation split."""
 
 from __future__ import annotations
 

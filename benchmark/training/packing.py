@@ -149,3 +149,73 @@ def drive_packed(runs: Sequence[PackedRun]) -> None:
                         run.error = err
                 if run.error is not None:
                     run.on_error(run.error)
+
+
+def execute_packed(
+    cfgs: Sequence[RunConfig], *, force: bool = False
+) -> list[dict[str, Any] | BaseException]:
+    """Train ``cfgs`` together in this process, each into its store as if it trained alone.
+
+    Returns, per config, its record (finished now, or before) or the error that ended it: a run
+    that is locked by another process, fails or diverges is that run's outcome alone. Every
+    config is validated before anything starts; each run holds its own lock and writes its own
+    checkpoint, record and weights.
+    """
+    from benchmark.store.errors import RunLockedError
+    from benchmark.store.results import Store
+    from benchmark.training.distributed import world_size
+    from benchmark.training.runner import Session, begin, check_runtime
+    from benchmark.training.validation import validate
+
+    check_packable(cfgs)
+    if world_size() > 1:
+        raise ConfigError("--runs-per-gpu", len(cfgs), "1 for data-parallel runs")
+    for cfg in cfgs:
+        validate(cfg)
+        check_runtime(cfg)
+    results: list[dict[str, Any] | BaseException | None] = [None] * len(cfgs)
+    runs: list[PackedRun] = []
+    with contextlib.ExitStack() as locks:
+        for i, cfg in enumerate(cfgs):
+            store = Store(cfg.output.dir)
+            try:
+                locks.enter_context(store.lock(f"run-{cfg.run_id}", wait=False))
+            except RunLockedError as err:
+                results[i] = RunLockedError(f"run {cfg.run_id} is already running: {err}")
+                continue
+            try:
+                store.clean_run_files(cfg.run_id)
+                session = begin(cfg, store, force=force)
+            except Exception as err:  # noqa: BLE001 - recorded by begin; others go on
+                results[i] = err
+                continue
+            if not isinstance(session, Session):
+                results[i] = session  # finished before
+                continue
+            session.trainer.stream_only = True
+            runs.append(_packed_run(session, i, results))
+        drive_packed(runs)
+    return [r if r is not None else RuntimeError("not run") for r in results]
+
+
+def _packed_run(session: Any, index: int, results: list[Any]) -> PackedRun:
+    """The pack entry of a started run: its outcome lands in ``results[index]``."""
+    from benchmark.training.loop import fit_steps
+
+    def done(metrics: dict[str, Any]) -> None:
+        results[index] = session.finish(metrics)
+
+    def failed(err: BaseException) -> None:
+        if results[index] is None:
+            session.fail(err)
+        results[index] = err
+
+    trainer = session.trainer
+    return PackedRun(
+        name=session.cfg.run_id,
+        steps=fit_steps(trainer),
+        device=trainer.device,
+        rng=RngState.capture(trainer.device),
+        on_done=done,
+        on_error=failed,
+    )

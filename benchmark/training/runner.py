@@ -11,6 +11,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,83 @@ def execute(
 def _execute_locked(
     cfg: RunConfig, store: Store, *, force: bool, require_resume: bool
 ) -> dict[str, Any]:
+    session = begin(cfg, store, force=force, require_resume=require_resume)
+    if not isinstance(session, Session):
+        return session  # finished before
+    try:
+        metrics = session.trainer.fit()
+    except Exception as err:
+        session.fail(err)
+        raise
+    return session.finish(metrics)
+
+
+@dataclass
+class Session:
+    """A run between its start (trainer built, resumed) and its stored result.
+
+    :func:`begin` opens it; training is the trainer's (``trainer.fit()``, or its step generator
+    driven with other runs', :mod:`benchmark.training.packing`); :meth:`finish` writes the
+    finished record and weights, :meth:`fail` the failure record.
+    """
+
+    cfg: RunConfig
+    store: Store
+    trainer: Any
+    parent_id: str | None
+    resumed: bool
+    started: float
+    force: bool
+
+    def fail(self, err: BaseException) -> None:
+        """Record ``err`` as the run's failure (a configuration error leaves no record)."""
+        if not isinstance(err, ConfigError):
+            _write_failure(self.store, self.cfg, err, self.started)
+
+    def finish(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """Check and store the finished run (record, final weights); returns the record."""
+        cfg, trainer, store, rid = self.cfg, self.trainer, self.store, self.cfg.run_id
+        try:
+            logger = _wandb_logger(cfg, rid) if is_main() else None
+            if logger is not None:
+                for entry in trainer.state.history:
+                    logger.log(_flat_numbers(entry), step=entry["epoch"])
+                logger.summary.update(_flat_numbers(metrics))
+                logger.finish()
+            _check_goal(cfg, metrics)
+            distributed = trainer.dp.info(trainer.device)
+        except Exception as err:
+            self.fail(err)
+            raise
+        record = {
+            "run_id": rid,
+            "status": FINISHED,
+            "method": cfg.method.name,
+            "parent_run_id": self.parent_id,
+            "config": config_to_dict(cfg),
+            "identity": run_identity(cfg),
+            "metrics": metrics,
+            "history": trainer.state.history,
+            "resumed": self.resumed,
+            "environment": environment(trainer.device),
+            "distributed": distributed,
+            "started": self.started,
+            "finished": time.time(),
+        }
+        if is_main():
+            save_checkpoint(trainer.final_weights(), store.weights_path(rid))
+            store.write(record, force=self.force)
+            store.checkpoint_path(rid).unlink(missing_ok=True)
+            measure_after_training(cfg)  # only with latency.measure (grids' [latency], --set)
+        barrier()  # the result and weights exist for every rank (children load the weights)
+        return record
+
+
+def begin(
+    cfg: RunConfig, store: Store, *, force: bool = False, require_resume: bool = False
+) -> Session | dict[str, Any]:
+    """Start ``cfg`` under its lock: its finished record when it has one (and not ``force``),
+    else a :class:`Session` with its trainer built, from its checkpoint when it has one."""
     rid = cfg.run_id
     ckpt_path = store.checkpoint_path(rid)
     existing = store.read(rid)
@@ -194,42 +272,12 @@ def _execute_locked(
     try:
         pid, parent_state = parent_weights(cfg, store)
         trainer, resumed = _trainer(cfg, ckpt_path, parent_state)
-        logger = _wandb_logger(cfg, rid) if is_main() else None
-        metrics = trainer.fit()
-        if logger is not None:
-            for entry in trainer.state.history:
-                logger.log(_flat_numbers(entry), step=entry["epoch"])
-            logger.summary.update(_flat_numbers(metrics))
-            logger.finish()
-        _check_goal(cfg, metrics)
-        distributed = trainer.dp.info(trainer.device)
     except ConfigError:
         raise  # a configuration error is the caller's to fix; it leaves no record
     except Exception as err:
         _write_failure(store, cfg, err, started)
         raise
-    record = {
-        "run_id": rid,
-        "status": FINISHED,
-        "method": cfg.method.name,
-        "parent_run_id": pid,
-        "config": config_to_dict(cfg),
-        "identity": run_identity(cfg),
-        "metrics": metrics,
-        "history": trainer.state.history,
-        "resumed": resumed,
-        "environment": environment(trainer.device),
-        "distributed": distributed,
-        "started": started,
-        "finished": time.time(),
-    }
-    if is_main():
-        save_checkpoint(trainer.final_weights(), store.weights_path(rid))
-        store.write(record, force=force)
-        ckpt_path.unlink(missing_ok=True)
-        measure_after_training(cfg)  # only with latency.measure (grids' [latency], --set)
-    barrier()  # the result and weights exist for every rank (children load the weights)
-    return record
+    return Session(cfg, store, trainer, pid, resumed, started, force)
 
 
 def _trainer(cfg: RunConfig, ckpt_path: Path, parent_state: Any) -> tuple[Any, bool]:

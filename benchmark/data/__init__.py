@@ -1,0 +1,13 @@
+"""Datasets as deterministic, seeded batch sources (:class:`~benchmark.data.base.DataSource`),
+registered by name: digits (embedded), CIFAR-10/100, ImageNet folders (PIL or GPU decoding),
+COCO, CityScapes and WMT16, and the stand-in writers (``prunebench fake-data``). Importing the
+package registers every dataset.
+
+May import: core, config.
+"""
+
+# Every dataset module registers its builders on import.
+from benchmark.data import classification, imagenet, segmentation, translation  # noqa: F401
+from benchmark.data.base import DATASETS, DataSource, build_dataset
+
+__all__ = ["DATASETS", "DataSource", "build_dataset"]

@@ -21,6 +21,7 @@ from benchmark.config.run import RunConfig, check, run_identity
 from benchmark.core.errors import ConfigError
 from benchmark.core.files import CorruptFileError, load_checkpoint, save_checkpoint
 from benchmark.measure.run_latency import measure_after_training
+from benchmark.models.pretrained import require_available
 from benchmark.store.results import (
     FAILED,
     FINISHED,
@@ -142,6 +143,14 @@ def check_runtime(cfg: RunConfig) -> None:
         ) from None
 
 
+def check_weights(cfg: RunConfig) -> None:
+    """Refuse, before anything is written, named pretrained weights (``model.pretrained``)
+    this machine lacks, for a run that loads them: one without a dense parent (a child starts
+    from its parent's weights, and its parent's own run checks them)."""
+    if cfg.model.pretrained and get_method(cfg.method.name)(cfg).parent_config() is None:
+        require_available(cfg.model.pretrained)
+
+
 def execute(
     cfg: RunConfig,
     *,
@@ -157,6 +166,7 @@ def execute(
     """
     validate(cfg)
     check_runtime(cfg)
+    check_weights(cfg)
     store = Store(cfg.output.dir)
     rid = cfg.run_id
     # Data-parallel runs: rank 0 holds the lock and writes; the others only read.

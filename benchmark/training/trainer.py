@@ -104,7 +104,9 @@ class Trainer:
             self.data.num_classes,
             self.data.input_shape,
             cfg.model.init,
-            cfg.model.pretrained,
+            # A child starts from its parent's weights, which replace any pretrained ones: it
+            # neither needs nor reads the file (its parent did).
+            cfg.model.pretrained if parent_state is None else "",
         ).to(self.device)
         channels_last = uses_channels_last(cfg.runtime.channels_last, self.device.type, self.model)
         if channels_last:

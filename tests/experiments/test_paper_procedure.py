@@ -42,7 +42,7 @@ def _section(name: str, section: str) -> list[PlannedRun]:
 
 
 @pytest.mark.slow  # expands three paper grids (thousands of configs); cached for the others
-@pytest.mark.parametrize("name", [*CIFAR_TABLES, "gmp-vs-bimp-cifar100"])
+@pytest.mark.parametrize("name", CIFAR_TABLES)
 def test_cifar_comparisons_retrain_every_method_but_bimp_30_epochs_with_ft(name):
     runs = _runs(name)
     assert {r.cfg.finetune.epochs for r in runs if _cifar(r) and r.cfg.method.name != "bimp"} == {

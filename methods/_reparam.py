@@ -114,7 +114,9 @@ class ReparamMethod(Method):
     weight decay once. A method whose params have ``decay = "reference"`` (CS, DST) decays as
     the paper's code did instead: its loss adds 1/2 wd ||w||^2 over P on top of SGD's weight
     decay on every parameter, so the weights of P are decayed twice and the extra parameters
-    once (here as an SGD group with 2 wd for P: the same gradient, without a loss term).
+    once (here as an SGD group with 2 wd for P: the same gradient, without a loss term). The
+    logged training loss still includes that term (:meth:`logged_loss_extra`), as the paper's
+    code logged it.
     """
 
     decay_extra: ClassVar[bool] = True
@@ -216,6 +218,18 @@ class ReparamMethod(Method):
         return [{"params": base}, group]
 
     # ---------------------------------------------------------------- hooks
+    def logged_loss_extra(self, step: int) -> Tensor | None:
+        """1/2 wd ||w||^2 over P with ``decay = "reference"``: the paper's code adds it to the
+        loss it backpropagates and logs; here its gradient is the optimizer group's doubled decay
+        (:meth:`param_groups`), so only the logged loss adds it."""
+        wd = self.cfg.optim.weight_decay
+        if getattr(self.params, "decay", "once") != "reference" or wd == 0 or not self.reparams:
+            return None
+        assert self.ctx is not None
+        with torch.no_grad():
+            norms = torch._foreach_norm(list(self.ctx.masks.params))
+            return 0.5 * wd * torch.stack(norms).float().square().sum()
+
     def on_epoch_end(self, epoch: int) -> bool:
         assert self.ctx is not None
         # The zero pattern emerges from training; the core's masks stay all-ones until the end.

@@ -172,6 +172,13 @@ class Method:
         """A term added to the loss, or None."""
         return None
 
+    def logged_loss_extra(self, step: int) -> torch.Tensor | None:
+        """A term the logged training loss (``train_loss``) adds to the backpropagated loss, or
+        None: a part of the paper's code's loss whose gradient this method applies another way
+        (e.g. as weight decay in the optimizer), so that the logged loss is the quantity the
+        paper's code logged. Computed before the optimizer step, detached, on the device."""
+        return None
+
     def before_step(self, step: int) -> None:
         """Called after backward, before the optimizer step (gradient surgery)."""
 
@@ -258,6 +265,7 @@ class Method:
 CAPTURED_HOOKS = (
     "before_forward",
     "extra_loss",
+    "logged_loss_extra",
     "before_step",
     "after_step",
     "make_reparam",

@@ -5,7 +5,8 @@ The layer uses the weight w sigmoid(beta m) / sigmoid(s0), so training starts fr
 network, and the loss adds lambda sum(sigmoid(beta m)) over all of P (lambda = ``method.l1``).
 The temperature beta grows exponentially from 1 to beta_final = ``method.temperature`` over all
 T training iterations: after t iterations beta = beta_final^(t / T) (the forward pass of the
-(t+1)-th iteration uses it). After training the mask is [m > 0] and the weights become
+(t+1)-th iteration uses it, and so does the evaluation after an epoch of t iterations, as in the
+paper's code). After training the mask is [m > 0] and the weights become
 w sigmoid(beta_final m) / sigmoid(s0) [m > 0], as in the paper's code (ZIB-IOL/BIMP,
 ``CS.deregister_masks``: the soft-masked weight under the binary mask), with exact zeros where
 m <= 0; the test accuracy right before (soft mask at beta_final) and after that step is recorded
@@ -190,6 +191,14 @@ class CS(ReparamMethod):
         self._gate_sum = None
         for mask in self.reparams_of(SoftMask):
             mask.gate_sum = None
+
+    def on_epoch_end(self, epoch: int) -> bool:
+        # The paper's code raises beta after every iteration (CS.after_training_iteration), so
+        # the evaluation after an epoch sees beta after its last iteration, not the one that
+        # iteration's forward used; the next iteration starts with this value anyway.
+        assert self.ctx is not None
+        self.set_temperature((epoch + 1) * self.ctx.iters_per_epoch)
+        return super().on_epoch_end(epoch)
 
     def extra_loss(self, step: int) -> Tensor | None:
         # The forward summed the gates already: the batched pass all at once, else each layer.

@@ -1,10 +1,13 @@
 """Discovering Neural Wirings (DNW; Wortsman et al. 2019).
 
-Every forward pass uses only the k = (1 - s) N_P largest-magnitude weights of the prunable set P
-(one global threshold over P); the backward pass is straight-through: the gradient taken at the
-masked point reaches every weight of P, so the dense weights keep training and the top-k set
-can change at any iteration. After training the last top-k mask is applied for good; the model
-already holds exactly those weights, so the pruning stability is 1.
+Every forward pass uses only the largest-magnitude weights of the prunable set P (one global
+threshold over P): as the paper's code (``method.counting = "reference"``), those above the
+int(s N_P)-th smallest magnitude, i.e. int(s N_P) weights are pruned plus every other one tied
+with it; with ``"exact"``, exactly N_P - round(s N_P) are kept. The backward pass is straight-
+through: the gradient taken at the masked point reaches every weight of P, so the dense weights
+keep training and the top-k set can change at any iteration. After training the last top-k mask
+is applied for good; the model already holds exactly those weights, so the pruning stability is
+1.
 
 Implementation: between iterations the model holds the masked weights (so validation, test and
 checkpoints see the sparse network DNW's forward uses) and :attr:`DNW.dense` the dense ones, in
@@ -21,8 +24,8 @@ the start of each forward pass. Here it is taken right after each optimizer step
 identical; this way the model between iterations (evaluated, checkpointed, measured for
 sparsity) is the sparse one.
 
-The helpers :class:`FlatBuffer`, :func:`topk_mask_` and :func:`keep_count` are shared with GSM
-and LC (:mod:`methods.gsm`, :mod:`methods.lc`).
+The helpers of :mod:`benchmark.pruning.flat` (:class:`FlatBuffer`, :func:`topk_mask_`,
+:func:`keep_count`) are shared with GSM and LC (:mod:`methods.gsm`, :mod:`methods.lc`).
 """
 
 from __future__ import annotations
@@ -33,14 +36,29 @@ from typing import Any
 import torch
 
 from benchmark.config.run import RunConfig
-from benchmark.pruning.flat import FlatBuffer, keep_count, topk_mask_
+from benchmark.pruning.flat import (
+    FlatBuffer,
+    keep_count,
+    reference_prune_count,
+    threshold_mask_,
+    topk_mask_,
+    validate_counting,
+)
 from methods.base import Method, MethodInfo, TrainContext, register_method
 
 
 # --------------------------------------------------------------------------- DNW
 @dataclass
 class DNWParams:
-    """DNW has no hyperparameters of its own (the paper tunes only the weight decay)."""
+    """DNW has no hyperparameters of its own (the paper tunes only the weight decay).
+
+    Attributes:
+        counting: reference (prune int(s N_P) weights and every weight tied with the
+            threshold, |w| > kthvalue(|w|, int(s N_P)), as the paper's code) or exact (keep
+            exactly N_P - round(s N_P), ties split)
+    """
+
+    counting: str = "reference"
 
 
 # Grids of the paper, Appendix B.3: DNW tunes only the weight decay (and, as every method, the
@@ -78,11 +96,17 @@ class DNW(Method):
     )
     presets = _PRESETS
 
+    @classmethod
+    def validate(cls, cfg: RunConfig) -> None:
+        validate_counting(cfg.method.params.counting)
+
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.dense: FlatBuffer | None = None
         self.mask: FlatBuffer | None = None
         self.keep = 0
+        # "reference" counting: the weights pruned at least, int(s N_P) (ties add to them).
+        self.prune = 0
         # True while the dense weights live in self.dense (training); False after finalize.
         self.holding = False
 
@@ -93,6 +117,7 @@ class DNW(Method):
         self.dense = FlatBuffer(params)
         self.mask = FlatBuffer(params)
         self.keep = keep_count(ctx.masks, self.cfg.method.sparsity)
+        self.prune = reference_prune_count(ctx.masks, self.cfg.method.sparsity)
         self.holding = True
         self.remask()
         # The store shares the mask views: it reports and checkpoints the current mask.
@@ -123,7 +148,10 @@ class DNW(Method):
         params = self.ctx.masks.params
         with torch.no_grad():
             torch._foreach_copy_(self.dense.views, params)
-            topk_mask_(self.dense.flat.abs(), self.keep, self.mask.flat)
+            if self.params.counting == "reference":
+                threshold_mask_(self.dense.flat.abs(), self.prune, self.mask.flat)
+            else:
+                topk_mask_(self.dense.flat.abs(), self.keep, self.mask.flat)
             torch._foreach_mul_(params, self.mask.views)
 
     # ---------------------------------------------------------------- checkpointing

@@ -49,6 +49,7 @@ import torch
 from benchmark.config.run import RunConfig, check
 from benchmark.measure.metrics import pruning_stability
 from benchmark.pruning import CRITERIA, compute_masks
+from benchmark.pruning.flat import validate_counting
 from benchmark.pruning.gradual import GradualSchedule, gradual_schedule
 from benchmark.schedules.original import linear_decay
 from methods.base import Method, MethodInfo, TrainContext, register_method
@@ -82,6 +83,10 @@ class GMPParams:
             can come back) or hard (a pruned weight never returns)
         lr_schedule: original (the run's schedule), linear (decay to zero over T) or cyclic
             (a linear decay restarted at each pruning step)
+        counting: hard variant: reference (each step prunes round(q n) of the n weights still
+            alive, q = 1 - (1 - s_t) / (1 - s_prev) from the schedule's targets, as the paper's
+            code) or exact (each step ends at exactly round(s_t N_P) pruned); soft counts
+            round(s_t N_P) either way
     """
 
     steps: int = 0
@@ -89,6 +94,7 @@ class GMPParams:
     criterion: str = "global"
     variant: str = "soft"
     lr_schedule: str = "original"
+    counting: str = "reference"
 
 
 def schedule_of(cfg: RunConfig) -> GradualSchedule:
@@ -177,6 +183,7 @@ class GMP(Method):
             p.lr_schedule,
             "one of 'original', 'linear', 'cyclic'",
         )
+        validate_counting(p.counting)
 
     # ---------------------------------------------------------------- hooks
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
@@ -218,7 +225,12 @@ class GMP(Method):
         revived = 0
         if self.background is None:
             masks = compute_masks(
-                self.params.criterion, ctx.prunable, target, current=ctx.masks.masks, generator=gen
+                self.params.criterion,
+                ctx.prunable,
+                target,
+                current=ctx.masks.masks,
+                generator=gen,
+                keep=self.hard_keep(epochs_done),
             )
             self.hard_prune(masks)
         else:
@@ -241,6 +253,24 @@ class GMP(Method):
             }
             # The final mask holds from now on: nothing can come back, so drop the copy.
             self.background = self.background_momentum = None
+
+    def hard_keep(self, epochs_done: int) -> int | None:
+        """The weights a hard step after ``epochs_done`` epochs keeps with ``counting =
+        "reference"`` (None: exact counting, round(s_t N_P) pruned).
+
+        As the paper's code (``GMP.pruning_scheduler`` with torch's ``global_unstructured``): the
+        step prunes the fraction q = 1 - (1 - s_t) / (1 - s_prev) of the n weights still alive,
+        s_prev being the previous step's *target* (0 before the first), i.e. round(q n) weights
+        (torch's ``_compute_nparams_toprune``, Python's round). Counts drift from round(s_t N_P)
+        by at most one weight per step.
+        """
+        if self.params.counting != "reference":
+            return None
+        assert self.ctx is not None
+        previous = self.schedule.current_target(epochs_done - 1)
+        fraction = 1.0 - (1 - self.schedule.target(epochs_done)) / (1 - previous)
+        alive = sum(int(m.count_nonzero()) for m in self.ctx.masks.masks)
+        return alive - round(fraction * alive)
 
     def _soft_prune(self, target: float, gen: torch.Generator) -> int:
         """Recompute the mask from kept and background weights; return how many entries revived."""

@@ -1,6 +1,6 @@
 """Global Sparse Momentum SGD (GSM; Ding et al. 2019).
 
-After every backward pass only the Q = (1 - s) N_P entries with the largest |w * dL/dw| (the
+After every backward pass only the Q = int((1 - s) N_P) entries with the largest |w * dL/dw| (the
 first-order Taylor estimate of their importance) keep their gradient; the gradient of every
 other ranked entry is set to zero, so it moves only by the weight decay, accumulated in the
 momentum buffer, and shrinks towards zero. After training the model is pruned by global
@@ -46,7 +46,7 @@ import torch
 
 from benchmark.config.run import RunConfig, check
 from benchmark.pruning import compute_masks
-from benchmark.pruning.flat import FlatBuffer, keep_count, topk_mask_
+from benchmark.pruning.flat import FlatBuffer, keep_count, topk_mask_, validate_counting
 from methods.base import (
     MethodInfo,
     PretrainedMethod,
@@ -71,10 +71,13 @@ class GSMParams(PretrainedParams):
             reference) or prunable (only the weights of P)
         recompute_bn: refresh the BatchNorm statistics (one train-mode pass over the training
             split) after the final prune
+        counting: reference (Q = int((1 - s) N_P) slots, as the paper's code) or exact
+            (Q = N_P - round(s N_P)); the final prune keeps N_P - round(s N_P) either way
     """
 
     rank_over: str = "all"
     recompute_bn: bool = True
+    counting: str = "reference"
 
 
 RANK_OVER = ("all", "prunable")
@@ -151,6 +154,7 @@ class GSM(PretrainedMethod):
     def validate(cls, cfg: RunConfig) -> None:
         super().validate(cfg)
         validate_rank_over(cfg)
+        validate_counting(cfg.method.params.counting)
 
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
         super().setup(ctx, parent_state)
@@ -158,7 +162,7 @@ class GSM(PretrainedMethod):
         self.score = FlatBuffer(self.ranked)
         self.mask = FlatBuffer(self.ranked)
         # Q counts the weights of P that survive, whatever competes for the slots.
-        self.keep = keep_count(ctx.masks, self.cfg.method.sparsity)
+        self.keep = keep_count(ctx.masks, self.cfg.method.sparsity, self.params.counting)
 
     def before_step(self, step: int) -> None:
         assert self.score is not None and self.mask is not None

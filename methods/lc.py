@@ -2,7 +2,7 @@
 
 Two variants (``method.variant``):
 
-- ``decay`` (default; the form the paper uses): every iteration the K = (1 - s) N_P ranked
+- ``decay`` (default; the form the paper uses): every iteration the K = int((1 - s) N_P) ranked
   entries of largest magnitude are not decayed at all while all other ranked entries are decayed
   with the coefficient wd_t = ``optim.weight_decay`` * f(t), pushing the entries that would be
   pruned to zero. The decay is added to the gradient in ``before_step``
@@ -60,7 +60,7 @@ import torch
 
 from benchmark.config.run import RunConfig, check
 from benchmark.pruning import compute_masks
-from benchmark.pruning.flat import FlatBuffer, keep_count, topk_mask_
+from benchmark.pruning.flat import FlatBuffer, keep_count, topk_mask_, validate_counting
 from methods.base import (
     MethodInfo,
     PretrainedMethod,
@@ -103,6 +103,8 @@ class LCParams(PretrainedParams):
             reference) or prunable (only the weights of P)
         recompute_bn: refresh the BatchNorm statistics (one train-mode pass over the training
             split) after the final prune
+        counting: reference (K = int((1 - s) N_P), as the paper's code) or exact
+            (K = N_P - round(s N_P)); the final prune keeps N_P - round(s N_P) either way
     """
 
     variant: str = "decay"
@@ -115,6 +117,7 @@ class LCParams(PretrainedParams):
     c_step_every: int = 0
     rank_over: str = "all"
     recompute_bn: bool = True
+    counting: str = "reference"
 
 
 # Grids of the paper, Appendix B.3: LC tunes only the weight decay (and, as every method, the
@@ -190,6 +193,7 @@ class LC(PretrainedMethod):
             check(wd > 0, "optim.weight_decay", wd, "a number > 0 (LC's decay variant scales it)")
         super().validate(cfg)
         validate_rank_over(cfg)
+        validate_counting(p.counting)
 
     # ---------------------------------------------------------------- schedules
     def decay_coefficient(self, step: int) -> float:
@@ -219,7 +223,7 @@ class LC(PretrainedMethod):
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
         super().setup(ctx, parent_state)
         params = ctx.masks.params
-        self.keep = keep_count(ctx.masks, self.cfg.method.sparsity)
+        self.keep = keep_count(ctx.masks, self.cfg.method.sparsity, self.params.counting)
         if self.params.variant == "lc":
             self.ranked = list(params)
             self.theta = FlatBuffer(params)

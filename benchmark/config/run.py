@@ -283,8 +283,12 @@ def _default_params(method: MethodConfig) -> Any:
 # method's defaults as the paper's code ran them (GMP soft with the paper's step labels, LC's
 # constant decay, GSM/LC ranking BatchNorm parameters too, CS/DST's doubled decay, BatchNorm
 # recomputed after the final prune, BIMP's fresh optimizer at the first cycle, filter pruning
-# masking the BatchNorm behind a dropout, i.e. WRN's bn2).
-IDENTITY_VERSION = 2
+# masking the BatchNorm behind a dropout, i.e. WRN's bn2); 3 (issue 25): pruning counts as the
+# paper's code counted them (method.counting = "reference": DNW prunes int(s N) plus ties, GSM/LC
+# keep int((1 - s) N), hard GMP prunes round(q n) of the n alive weights per step), CS
+# evaluates after an epoch at the temperature after its last iteration, and CS/DST's logged
+# train_loss holds the paper's code's 1/2 wd ||w||^2 term.
+IDENTITY_VERSION = 3
 
 
 def run_identity(cfg: RunConfig) -> dict[str, Any]:

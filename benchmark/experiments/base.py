@@ -51,6 +51,16 @@ class PlannedRun:
     tuned: str = ""
 
 
+# How a run that starts from a trained dense model finds its parent (``Problem.parent_rule``):
+# "per_weight_decay" (the default, the paper's code: runners/pretrainedRunner.py looks the
+# pretrained run up by the retraining run's own weight decay, ``attributeList =
+# ['weight_decay']``): the parent is trained with the run's weight decay, so a retraining
+# weight-decay grid trains one parent per weight decay and seed. "standard": one parent per seed,
+# trained with the problem's standard weight decay, shared by every retraining weight decay
+# (``method.parent_weight_decay``; our earlier reading of "only the weight decay is tuned").
+PARENT_RULES: tuple[str, ...] = ("per_weight_decay", "standard")
+
+
 @dataclass(frozen=True)
 class Problem:
     """Dataset, model and original training of one row of the paper's training-setup table.
@@ -58,6 +68,9 @@ class Problem:
     ``weight_decays`` are the values a table tunes; ``dense_weight_decay`` is that of the
     standard dense training a retraining grid starts from (None: the first of
     ``weight_decays``; the paper's setup table gives none, see :attr:`standard_weight_decay`).
+    ``parent_rule`` (one of :data:`PARENT_RULES`) says which dense parent a run from a trained
+    model starts from; every spec (schedule tables, figures, LC/GSM from a trained model) reads
+    it, so the project follows one rule everywhere.
     """
 
     name: str
@@ -71,6 +84,11 @@ class Problem:
     dense_weight_decay: float | None = None
     # A benchmark.data.fakedata writer whose stand-in files data.root holds (smoke problems only).
     standin: str = ""
+    parent_rule: str = "per_weight_decay"
+
+    def __post_init__(self) -> None:
+        if self.parent_rule not in PARENT_RULES:
+            raise ConfigError("parent_rule", self.parent_rule, PARENT_RULES)
 
     @property
     def standard_weight_decay(self) -> float:
@@ -80,6 +98,14 @@ class Problem:
         if self.dense_weight_decay is not None:
             return self.dense_weight_decay
         return self.weight_decays[0]
+
+    def parent_settings(self) -> dict[str, float]:
+        """The ``method.parent_weight_decay`` of IMP (and Renda et al.) runs on this problem:
+        the standard weight decay under the "standard" rule when several are tuned, else
+        nothing (the parent copies the run's weight decay, as the paper's code looks it up)."""
+        if self.parent_rule != "standard" or len(self.weight_decays) < 2:
+            return {}
+        return {"method.parent_weight_decay": self.standard_weight_decay}
 
     def prepare(self) -> None:
         """Write the stand-in files under ``data.root`` when this problem uses some and they

@@ -6,7 +6,8 @@ and the max-min bands over seeds come from the same aggregation as the tables.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmark.experiments.base import (
@@ -26,7 +27,8 @@ RENDA_ROW = "Renda et al."
 
 
 def _imp_values(p: Problem, sparsity: float, schedule: str, cycles: int, epochs: int) -> dict:
-    """Dotted settings of IMP from a dense parent trained ``p.epochs`` epochs."""
+    """Dotted settings of IMP from a dense parent trained ``p.epochs`` epochs (found by the
+    problem's ``parent_rule``)."""
     return {
         "method.name": "imp",
         "method.sparsity": sparsity / 100,
@@ -34,6 +36,7 @@ def _imp_values(p: Problem, sparsity: float, schedule: str, cycles: int, epochs:
         "method.parent_epochs": p.epochs,
         "budget.epochs": cycles * epochs,
         "budget.cycles": cycles,
+        **p.parent_settings(),
     }
 
 
@@ -47,6 +50,9 @@ class EnvelopeGrid:
     epochs_per_cycle: tuple[int, ...]
     cycles: tuple[int, ...]
     renda: bool = True  # the Renda et al. baseline as a reference line
+    # Renda et al.'s cycles per goal sparsity where the paper states them (else derived from
+    # the 20% per cycle: RendaParams.cycles).
+    renda_cycles: Mapping[float, int] = field(default_factory=dict)
 
 
 class EnvelopeFigure(GridExperiment[EnvelopeGrid]):
@@ -74,11 +80,15 @@ class EnvelopeFigure(GridExperiment[EnvelopeGrid]):
                 x = float(cycles * epochs)
                 out.append(PlannedRun(cfg, schedule, schedule, sparsity, "", x, tuned))
             # The dense parent every IMP child above starts from is the dense reference.
-            parent = dense_parent(out[-1].cfg, p.epochs)
+            child = out[-1].cfg
+            parent = dense_parent(child, p.epochs, child.method.params.parent_weight_decay)
             out.append(PlannedRun(parent, "reference", DENSE_ROW, sparsity, "", 0.0, tuned_key(wd)))
             if g.renda:
                 values = {"method.name": "renda", "method.sparsity": sparsity / 100}
                 values |= {**wd, "seed": seed, "method.parent_epochs": p.epochs}
+                values |= p.parent_settings()
+                if sparsity in g.renda_cycles:
+                    values["method.cycles"] = g.renda_cycles[sparsity]
                 renda = make_config(base, values)
                 out.append(
                     PlannedRun(renda, "reference", RENDA_ROW, sparsity, "", 0.0, tuned_key(wd))

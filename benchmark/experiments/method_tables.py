@@ -97,10 +97,12 @@ class MethodGrid:
     ``pretrained_epochs``: the budgets of the from-pretrained variant of rows with
     ``pretrained`` (the paper gives 10, 20 or 40 epochs for ImageNet only; the CIFAR sections
     use the same numbers, our choice).
-    ``shared_parent``: every from-pretrained variant of a seed starts from one dense parent, the
-    problem's standard dense model (its schedule and initial lr, standard weight decay, momentum
-    0.9 unless the problem sets another), whatever the variant tunes (``method.parent_*``); False:
-    each variant's parent copies its tuned optimizer and schedule.
+    The dense parent of a from-pretrained variant is the problem's standard dense model (its
+    schedule and initial lr, momentum 0.9 unless the problem sets another), whatever the variant
+    tunes (``method.parent_*``), with the weight decay the problem's ``parent_rule`` gives: the
+    variant's own (the default, as the paper's code looks a parent up by weight decay; so LC/GSM
+    share the IMP children's parents of the same weight decay) or the standard one ("standard":
+    one parent per seed).
     ``pretrained_schedule``: the learning rates of the from-pretrained phase
     (``method.pretrained_schedule``): "compressed" (the tuned schedule over the problem's epochs
     squeezed into the phase, our reading; see :class:`methods.base.PretrainedParams`) or
@@ -124,7 +126,6 @@ class MethodGrid:
     pretrained_epochs: tuple[int, ...] = (10, 20, 40)
     own_schedule: tuple[str, ...] = ("bimp",)
     decay: Decay = "relative"
-    shared_parent: bool = True
     pretrained_schedule: str = "compressed"
 
     def configurations(self, row: MethodRow) -> list[dict[str, Any]]:
@@ -170,7 +171,7 @@ class MethodGrid:
         }
         if self.finetune_epochs and row.method not in self.no_finetune:
             values["finetune.epochs"] = self.finetune_epochs
-        if tuned.get("method.from_pretrained") and self.shared_parent:
+        if tuned.get("method.from_pretrained"):
             values |= standard_parent(p)
         return values | stepped_levels(p, values, self.decay)
 
@@ -186,7 +187,8 @@ PARENT_KEYS = [
 
 def standard_parent(problem: Problem) -> dict[str, Any]:
     """The ``method.parent_*`` settings that make a from-pretrained run's dense parent the
-    problem's standard dense model, whatever the run itself tunes."""
+    problem's standard dense model, whatever the run itself tunes; its weight decay is the
+    run's own unless the problem's ``parent_rule`` is "standard"."""
     from benchmark.config.run import OptimConfig
 
     schedule = problem.schedule
@@ -198,7 +200,10 @@ def standard_parent(problem: Problem) -> dict[str, Any]:
         schedule["lr"],
         list(schedule.get("values", [])),
     )
-    return dict(zip(PARENT_KEYS, values, strict=True))
+    out = dict(zip(PARENT_KEYS, values, strict=True))
+    if problem.parent_rule == "per_weight_decay":
+        del out["method.parent_weight_decay"]  # the parent copies the run's weight decay
+    return out
 
 
 def stepped_levels(problem: Problem, values: Mapping[str, Any], decay: Decay) -> dict[str, Any]:

@@ -52,8 +52,10 @@ GMP_VS_BIMP_CIFAR100 = MethodTable(
     "gmp-vs-bimp-cifar100",
     "WRN-28-10/CIFAR-100: BIMP vs six GMP variants at 90/95%",
     smoke=(MethodGrid(SMOKE_PROBLEM, (90, 95), smoke_rows(CIFAR100_ROWS)),),
-    # Section 4.3's post-training FT for every method but BIMP on CIFAR.
-    paper=(MethodGrid(CIFAR100, (90, 95), CIFAR100_ROWS, finetune_epochs=30),),
+    # No post-training FT: "The models are trained according to the same settings as indicated
+    # in tab:problem_config" (the ablation's text); Section 4.3's 30 FT epochs belong to the
+    # comparison with the pruning-stable methods and would give GMP 30 epochs BIMP lacks here.
+    paper=(MethodGrid(CIFAR100, (90, 95), CIFAR100_ROWS),),
     per_row=(),
 )
 GMP_VS_BIMP_IMAGENET = MethodTable(

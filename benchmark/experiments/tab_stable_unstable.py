@@ -23,7 +23,9 @@ CIFAR10_WD = cifar10("resnet56", (1e-4, 5e-4, 1e-3, 5e-3))
 # Appendix B.3: the original schedule at each initial learning rate; CIFAR-100 adds the linear
 # schedule at 0.1, ImageNet the linear schedule at its own 0.1 (with the same warm-up).
 CIFAR10_SCHEDULES = schedule_options("stepped", (0.05, 0.1, 0.15, 0.2))
-# The from-pretrained LC/GSM runs start from the standard WRN-28-10 of the retraining tables.
+# The from-pretrained LC/GSM runs start from the WRN-28-10 of their weight decay (the parents of
+# the retraining tables at 2e-4 and 5e-4); under the "standard" parent rule from the standard
+# WRN-28-10 of the retraining tables (dense_weight_decay).
 CIFAR100 = dataclasses.replace(
     WRN_CIFAR100,
     weight_decays=(1e-4, 2e-4, 5e-4),

@@ -36,6 +36,15 @@ from torch import nn
 from benchmark.core.errors import ConfigError
 from benchmark.core.files import CorruptFileError, load_checkpoint
 from benchmark.core.registry import Registry
+from benchmark.models.pretrained import (
+    HF,
+    hf_cache,
+    hf_repo,
+    is_named,
+    require_available,
+    validate_named,
+    verified_path,
+)
 
 InputShape = tuple[int, int, int]
 
@@ -120,32 +129,50 @@ def validate_model_init(init: str) -> None:
         raise ConfigError("model.init", init, MODEL_INITS)
 
 
-def validate_pretrained(path: str) -> None:
-    """Raise ConfigError("model.pretrained", ...) unless ``path`` is empty or exists."""
-    if path and not Path(path).exists():
+def validate_pretrained(value: str) -> None:
+    """Raise ConfigError("model.pretrained", ...) unless ``value`` is '', an existing path or a
+    well-formed weight name (:mod:`benchmark.models.pretrained`; its file is checked when a run
+    that loads it starts, not when it is planned)."""
+    if is_named(value):
+        validate_named(value)
+    elif value and not Path(value).exists():
         raise ConfigError(
             "model.pretrained",
-            path,
+            value,
             "an existing checkpoint (a torchvision state-dict file or a transformers "
-            "save_pretrained folder), or '' for random initialisation",
+            "save_pretrained folder), a named weight ('torchvision:<Enum>.<Value>', "
+            "'hf:<repo id>'), or '' for random initialisation",
         )
 
 
-def load_pretrained(model: nn.Module, path: str | Path) -> None:
+def load_pretrained(model: nn.Module, value: str | Path) -> None:
     """Load local weights into ``model`` (no download).
 
-    A folder is a transformers ``save_pretrained`` checkpoint of the model's own class. A file
-    is a torch state dict of the whole model or, for a model with a ``backbone`` (torchvision's
-    segmentation models), of the backbone's classifier network (e.g. an ImageNet ResNet;
-    its ``fc`` head is dropped). Missing or mismatching weights raise ConfigError.
+    ``value`` is a path or a name (:mod:`benchmark.models.pretrained`: a ``torchvision:`` name
+    is the checked file in the torch hub cache, an ``hf:`` name the model in the local Hugging
+    Face cache). A folder is a transformers ``save_pretrained`` checkpoint of the model's own
+    class. A file is a torch state dict of the whole model or, for a model with a ``backbone``
+    (torchvision's segmentation models), of the backbone's classifier network (e.g. an ImageNet
+    ResNet; its ``fc`` head is dropped). Missing or mismatching weights raise ConfigError.
     """
-    path = Path(path)
-    validate_pretrained(str(path))
+    source = str(value)
+    validate_pretrained(source)
     try:
-        if path.is_dir():
-            state = type(model).from_pretrained(str(path)).state_dict()  # type: ignore[attr-defined]
+        if source.startswith(HF):
+            require_available(source)  # the clear message, before transformers' own
+            cls = type(model)
+            loaded = cls.from_pretrained(  # type: ignore[attr-defined]
+                hf_repo(source), cache_dir=str(hf_cache()), local_files_only=True
+            )
+            state = loaded.state_dict()
         else:
-            state = load_checkpoint(path)  # no code runs; any unreadable file is CorruptFileError
+            path = verified_path(source) if is_named(source) else Path(source)
+            if path.is_dir():
+                state = type(model).from_pretrained(str(path)).state_dict()  # type: ignore[attr-defined]
+            else:
+                state = load_checkpoint(
+                    path
+                )  # no code runs; any unreadable file is CorruptFileError
         if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
             state = state["model"]  # torchvision's reference scripts save {"model": ...}
         target = model
@@ -153,13 +180,15 @@ def load_pretrained(model: nn.Module, path: str | Path) -> None:
             target = model.backbone
             state = {k: v for k, v in state.items() if not k.startswith("fc.")}
         target.load_state_dict(state)
+    except ConfigError:
+        raise  # already names the file and what to do
     except CorruptFileError as err:
         raise ConfigError(
-            "model.pretrained", str(path), f"a torch state-dict file ({err.reason})"
+            "model.pretrained", source, f"a torch state-dict file ({err.reason})"
         ) from None
     except (OSError, RuntimeError, ValueError, AttributeError, KeyError) as err:
         raise ConfigError(
-            "model.pretrained", str(path), f"weights that fit {type(model).__name__} ({err})"
+            "model.pretrained", source, f"weights that fit {type(model).__name__} ({err})"
         ) from None
 
 

@@ -211,8 +211,10 @@ def compute_masks(
     *,
     current: Sequence[Tensor] | None = None,
     generator: torch.Generator | None = None,
+    keep: int | None = None,
 ) -> list[Tensor]:
-    """Return ``bool`` masks over ``params`` that prune exactly round(sparsity * N_P) entries.
+    """Return ``bool`` masks over ``params`` that prune exactly round(sparsity * N_P) entries
+    (or keep exactly ``keep``, when a caller counts as another code did).
 
     ``criterion`` is one of :data:`CRITERIA`. Entries that are zero in ``current`` stay pruned;
     a sparsity below the one ``current`` already has is an error.
@@ -222,7 +224,10 @@ def compute_masks(
     weights = [p.detach() for _, p in params]
     alive = _alive_masks(weights, current)
     total = sum(w.numel() for w in weights)
-    keep = total - round(float(sparsity) * total)
+    if keep is None:
+        keep = total - round(float(sparsity) * total)
+    elif not 0 <= keep <= total:
+        raise ValueError(f"keep = {keep} is outside [0, {total}]")
     num_alive = sum(int(a.sum()) for a in alive)
     if keep > num_alive:
         raise ConfigError(

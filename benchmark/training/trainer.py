@@ -104,7 +104,9 @@ class Trainer:
             self.data.num_classes,
             self.data.input_shape,
             cfg.model.init,
-            cfg.model.pretrained,
+            # A child starts from its parent's weights, which replace any pretrained ones: it
+            # neither needs nor reads the file (its parent did).
+            cfg.model.pretrained if parent_state is None else "",
         ).to(self.device)
         channels_last = uses_channels_last(cfg.runtime.channels_last, self.device.type, self.model)
         if channels_last:
@@ -332,6 +334,8 @@ class Trainer:
         opt.zero_grad(set_to_none=True)
         scale = self.loss_scale
         (loss * scale if scale != 1.0 else loss).backward()
+        # Of the weights the forward used (before the step), as the paper's code's loss.
+        logged = method.logged_loss_extra(step) if in_method else None
         if in_method:
             method.before_step(step)
         if self.cfg.optim.grad_clip > 0:
@@ -341,7 +345,8 @@ class Trainer:
             method.after_step(step)
         elif self.ctx.masks is not None:
             self.ctx.masks.apply()
-        self.loss_sum += loss.detach() * x.shape[0]
+        value = loss.detach() if logged is None else loss.detach() + logged
+        self.loss_sum += value * x.shape[0]
 
     def train_epoch(self, epoch: int) -> dict[str, Any]:
         """One epoch of training with the method's hooks; returns the epoch's train stats."""

@@ -208,10 +208,11 @@ def test_run_id_is_stable_across_field_additions() -> None:
     assert "finetune" not in canonical_dict(cfg)
 
 
-# Literal ids: if one of these changes, every stored result would be orphaned. They moved once,
-# on purpose, with IDENTITY_VERSION 2 (PyTorch-default init, Nesterov when weight decay > 0, the
-# reference WRN-28-10): the same configs compute something else since, so results stored before
-# must not be found under them. The ids of version 1 are kept in OLD_IDS.
+# Literal ids: if one of these changes, every stored result would be orphaned. They moved on
+# purpose with IDENTITY_VERSION 2 (PyTorch-default init, Nesterov when weight decay > 0, the
+# reference WRN-28-10) and 3 (issue 25: the reference's pruning counts, CS's temperature at
+# evaluation): the same configs compute something else since, so results stored before must not
+# be found under them. The ids of version 1 are kept in OLD_IDS, those of version 2 in V2_IDS.
 RESNET56_DENSE = (
     "method.name=dense",
     "data.name=cifar10",
@@ -222,6 +223,12 @@ RESNET56_DENSE = (
     "schedule.values=[0.01, 0.001]",
 )
 PINNED_IDS = {
+    (): "bimp-27c0bc54d546",
+    ("method.sparsity=0.95",): "bimp-d03b050c29d2",
+    ("method.name=imp", "method.schedule=FT", "budget.epochs=5"): "imp-326a5e22eb7a",
+    RESNET56_DENSE: "dense-053a5dcaa696",
+}
+V2_IDS = {
     (): "bimp-2a554cecf8f8",
     ("method.sparsity=0.95",): "bimp-905b517dce44",
     ("method.name=imp", "method.schedule=FT", "budget.epochs=5"): "imp-3f9ef8784154",
@@ -247,6 +254,17 @@ def _unversioned_id(cfg: RunConfig) -> str:
     return f"{cfg.method.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
+@pytest.mark.parametrize(("overrides", "old"), list(V2_IDS.items()))
+def test_version_2_ids_are_the_same_configs_hashed_with_version_2(
+    overrides: tuple[str, ...], old: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the version moved these ids (issue 25 added no field that these configs set).
+    cfg = load_config(None, list(overrides))
+    assert run_id(cfg) != old
+    monkeypatch.setattr("benchmark.config.run.IDENTITY_VERSION", 2)
+    assert run_id(cfg) == old
+
+
 @pytest.mark.parametrize(("overrides", "old"), list(OLD_IDS.items()))
 def test_old_run_ids_no_longer_collide(overrides: tuple[str, ...], old: str) -> None:
     cfg = load_config(None, list(overrides))
@@ -260,7 +278,7 @@ def test_old_run_ids_no_longer_collide(overrides: tuple[str, ...], old: str) -> 
     ]
     new_ids = {run_id(v) for v in variants}
     assert old not in new_ids and set(OLD_IDS.values()).isdisjoint(new_ids)
-    assert run_identity(cfg)["identity_version"] == IDENTITY_VERSION >= 2
+    assert run_identity(cfg)["identity_version"] == IDENTITY_VERSION >= 3
 
 
 def test_new_defaults_are_in_the_run_identity_only_when_changed() -> None:

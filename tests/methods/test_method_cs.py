@@ -40,12 +40,29 @@ def test_method_sets_the_temperature_of_each_iteration(tmp_path: Path) -> None:
     ipe = trainer.ipe
     assert method.total_iters == 3 * ipe
     assert trainer.fit(stop_after=1) is None
-    # The last forward pass of epoch 1 was iteration ipe - 1 (ipe - 1 iterations done before it).
-    assert float(method.beta) == pytest.approx(500.0 ** ((ipe - 1) / (3 * ipe)), rel=1e-6)
+    # After epoch 1 (and for its evaluation) beta is its value after ipe iterations, as the
+    # paper's code (CS.after_training_iteration) sets it after every iteration.
+    assert float(method.beta) == pytest.approx(500.0 ** (ipe / (3 * ipe)), rel=1e-6)
     # The layers read the shared temperature.
     assert all(r.beta is method.beta for r in method.reparams)
     method.on_iteration_start(2 * ipe)
     assert float(method.reparams[0].beta) == pytest.approx(500.0 ** (2 / 3), rel=1e-6)
+
+
+def test_the_epoch_is_evaluated_at_the_temperature_after_its_last_iteration(
+    tmp_path: Path,
+) -> None:
+    trainer = Trainer(cs_config(tmp_path, "method.temperature=500.0", "method.mask_init=-0.2"))
+    method: CS = trainer.method  # type: ignore[assignment]
+    ipe, total = trainer.ipe, 3 * trainer.ipe
+    assert trainer.fit(stop_after=1) is None
+    recorded = trainer.state.history[0]["val"]["loss"]
+    method.beta.fill_(500.0 ** (ipe / total))
+    after = trainer.evaluate("val")["loss"]
+    method.beta.fill_(500.0 ** ((ipe - 1) / total))
+    before = trainer.evaluate("val")["loss"]
+    assert after != before  # the two temperatures do give different validation losses
+    assert recorded == pytest.approx(after, rel=1e-6)
 
 
 def test_forward_weight_is_softly_masked() -> None:

@@ -42,7 +42,7 @@ def test_hook_keeps_exactly_the_top_q_gradients_and_zeroes_the_rest(tmp_path: Pa
         n: p.grad.clone() for n, p in trainer.model.named_parameters() if id(p) not in prunable
     }
     n = sum(p.numel() for p in params)
-    q = n - round(0.7 * n)
+    q = int((1 - 0.7) * n)  # the paper's code's count (method.counting = "reference")
     selected = magnitude_topk_masks(
         [(p.detach() * g).abs() for p, g in zip(params, before, strict=True)], q
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchmark.reporting.seedstats import WORSE
 from benchmark.reporting.tables import DECIMALS, HEADERS, Column, Table, Value
 
 LATEX_MACROS = r"""\newcommand{\first}[1]{\textbf{\color[HTML]{e55352}{#1}}}
@@ -182,7 +183,7 @@ def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
             text = rf"\{v.highlight}{{{text}}}"
         if v.status == "partial":
             text += r"$^\dagger$"
-        text += _tex(v.annotation).replace("≈", r"$\approx$")
+        text += _tex(v.annotation).replace(WORSE, r"$\downarrow$")
     if with_paper and v.status != "unavailable":
         text += (
             r" {\scriptsize("

@@ -69,7 +69,7 @@ class Value:
     paper_missing: bool = False
     # Hook for benchmark.reporting.table_stats: text shown after the value and extra CSV columns.
     annotation: str = ""
-    stats: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, float | str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,9 @@ def _highlight(groups: list[list[Line]], columns: list[Column], layout: TableLay
         by_section: dict[str, list[Value]] = {}
         for line in (line for lines in groups for line in lines):
             value = line.values[j]
-            if layout.ranked(line.section) and value.mean is not None:
+            # A NaN mean (a run that recorded NaN) ranks nowhere, least of all first.
+            ranked = value.mean is not None and not math.isnan(value.mean)
+            if layout.ranked(line.section) and ranked:
                 by_section.setdefault(line.section, []).append(value)
         for values in by_section.values():
             ranked = sorted({v.mean for v in values}, reverse=True)[: len(RANKS)]

@@ -40,6 +40,7 @@ ENVIRONMENT_COLUMNS = (
     "git_commit",
     "device",
     "device_name",
+    "cpu_name",
     "threads",
     "python",
     "torch",

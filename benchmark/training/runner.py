@@ -65,8 +65,23 @@ def environment(device: torch.device | str) -> dict[str, Any]:
     }
     if dev.type == "cuda":
         info["device_name"] = torch.cuda.get_device_name(dev)
+    info["cpu_name"] = cpu_name()
     info["git_commit"] = _git_commit()
     return info
+
+
+def cpu_name() -> str:
+    """The processor's model ("AMD EPYC 9654"): /proc/cpuinfo's model name on Linux, else what
+    ``platform`` knows (``processor()``, at worst the architecture)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def _git_commit() -> str | None:

@@ -379,10 +379,16 @@ def prepare(
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:
     """Refuse, before anything is queued, runs that the profile's processes cannot share (each
     job would otherwise fail on the cluster with the same config error)."""
-    from benchmark.training.distributed import check_batch
+    from benchmark.training.distributed import check_batch, check_batchnorm_processes
 
-    procs = settings.profile.processes_per_run if settings.profile is not None else 1
-    if settings.executor != "slurm" or procs == 1:
+    procs = 1
+    if settings.executor == "slurm" and settings.profile is not None:
+        procs = settings.profile.processes_per_run
+    for node in nodes:
+        # A run id that says per-process BatchNorm over N processes needs N processes.
+        model, runtime = node.cfg.model, node.cfg.runtime
+        check_batchnorm_processes(model.batchnorm_processes, runtime.sync_bn, procs)
+    if procs == 1:
         return
     for node in nodes:
         try:

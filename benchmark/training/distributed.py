@@ -10,11 +10,12 @@ What stays identical to the one-process run (up to floating-point reduction orde
 - every pruning decision: all ranks hold the same weights (gradients are all-reduced), the
   methods draw randomness only from seeded generators, and the mask checksums are compared
   across ranks after every epoch (a mismatch fails the run);
-- BatchNorm: per-rank batch statistics by default (as DDP does; the running statistics of rank
-  0 are copied to every rank after each epoch, so evaluation is identical on all ranks), or
-  global statistics with ``runtime.sync_bn`` (torch's SyncBatchNorm on GPUs, an all-reduce
-  implementation on CPUs, where torch's refuses to run), which makes BN models equal to the
-  one-process run too.
+- BatchNorm: statistics over the global batch by default (torch's SyncBatchNorm on GPUs, an
+  all-reduce implementation on CPUs, where torch's refuses to run), which makes BN models equal
+  to the one-process run too. Per-rank statistics (DDP's default; the running statistics of
+  rank 0 are copied to every rank after each epoch, so evaluation is identical on all ranks)
+  are a different experiment: only with ``model.batchnorm_processes`` = the process count,
+  which is part of the run id (:func:`check_batchnorm_processes`).
 
 Rank 0 writes checkpoints, weights and the result; every rank resumes from the same checkpoint;
 a failure on any rank is recorded with that rank's error.
@@ -242,7 +243,8 @@ class DataParallel:
         data.shard = (self.rank, self.world)
 
     def prepare_model(self, model: nn.Module, device: torch.device) -> nn.Module:
-        """Convert BatchNorm layers for ``runtime.sync_bn`` (before masks and optimizer exist)."""
+        """Convert BatchNorm layers to whole-batch statistics unless the run normalises per
+        process (``sync_bn`` False; before masks and optimizer exist)."""
         if self.active and self.sync_bn:
             return convert_sync_bn(model, device)
         return model
@@ -403,6 +405,7 @@ def job_process_group(configs: Sequence[Any]) -> Iterator[bool]:
         return
     for cfg in configs:
         check_batch(cfg.data.batch_size, tasks)
+        check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, tasks)
     devices = {cfg.runtime.device for cfg in configs}
     if len(devices) != 1:
         raise ConfigError("runtime.device", sorted(devices), "one device for the runs of a job")
@@ -460,6 +463,31 @@ def spawn(fn: Callable[..., Any], nproc: int, device: str, *args: Any) -> None:
         raise RankFailed(f"rank {err.error_index} failed:\n{err}") from None
     except mp.ProcessExitedException as err:
         raise RankFailed(f"rank {err.error_index} exited with code {err.exit_code}") from None
+
+
+def check_batchnorm_processes(batchnorm_processes: int, sync_bn: bool | None, nproc: int) -> None:
+    """Refuse a BatchNorm grouping the run id would not state (ConfigError).
+
+    A run whose result depends on the process count must say so in its id: per-process
+    statistics need ``model.batchnorm_processes`` = ``nproc``; ``runtime.sync_bn = false`` alone
+    would store a different experiment under the one-process run's id.
+    """
+    if nproc > 1 and sync_bn is False and batchnorm_processes == 1:
+        raise ConfigError(
+            "runtime.sync_bn",
+            False,
+            f"true or unset (whole-batch BatchNorm, the one-process experiment); for "
+            f"BatchNorm per process set model.batchnorm_processes = {nproc} instead: it is part "
+            "of the run id, so the result is never taken for the one-process run's",
+        )
+    if batchnorm_processes > 1 and batchnorm_processes != nproc:
+        raise ConfigError(
+            "model.batchnorm_processes",
+            batchnorm_processes,
+            f"1 (whole-batch BatchNorm) or the processes training the run ({nproc} here): "
+            f"{batchnorm_processes} means BatchNorm over each of {batchnorm_processes} "
+            "processes' share of a batch",
+        )
 
 
 def check_gpus(device: str, nproc: int) -> None:

@@ -33,6 +33,7 @@ from benchmark.training.distributed import (
     barrier,
     broadcast_value,
     check_batch,
+    check_batchnorm_processes,
     check_gpus,
     is_main,
     rank,
@@ -172,6 +173,7 @@ def execute(
     """
     validate(cfg)
     check_runtime(cfg)
+    check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, world_size())
     store = Store(cfg.output.dir)
     rid = cfg.run_id
     # Data-parallel runs: rank 0 holds the lock and writes; the others only read.
@@ -353,6 +355,7 @@ def run_local(configs: Sequence[Any], nproc: int, **kwargs: Any) -> None:
     """
     for cfg in configs:
         check_batch(cfg.data.batch_size, nproc)
+        check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, nproc)
     devices = {cfg.runtime.device for cfg in configs}
     if len(devices) != 1:
         raise ConfigError("runtime.device", sorted(devices), "one device for every run")

@@ -208,10 +208,11 @@ def test_run_id_is_stable_across_field_additions() -> None:
     assert "finetune" not in canonical_dict(cfg)
 
 
-# Literal ids: if one of these changes, every stored result would be orphaned. They moved once,
-# on purpose, with IDENTITY_VERSION 2 (PyTorch-default init, Nesterov when weight decay > 0, the
-# reference WRN-28-10): the same configs compute something else since, so results stored before
-# must not be found under them. The ids of version 1 are kept in OLD_IDS.
+# Literal ids: if one of these changes, every stored result would be orphaned. They moved on
+# purpose with IDENTITY_VERSION 2 (PyTorch-default init, Nesterov when weight decay > 0, the
+# reference WRN-28-10) and 3 (data-parallel runs normalise BatchNorm over the whole batch): the
+# same configs compute something else since, so results stored before must not be found under
+# them. The ids of version 1 are kept in OLD_IDS, those of version 2 in V2_IDS.
 RESNET56_DENSE = (
     "method.name=dense",
     "data.name=cifar10",
@@ -222,6 +223,13 @@ RESNET56_DENSE = (
     "schedule.values=[0.01, 0.001]",
 )
 PINNED_IDS = {
+    (): "bimp-27c0bc54d546",
+    ("method.sparsity=0.95",): "bimp-d03b050c29d2",
+    ("method.name=imp", "method.schedule=FT", "budget.epochs=5"): "imp-326a5e22eb7a",
+    RESNET56_DENSE: "dense-053a5dcaa696",
+}
+# IDENTITY_VERSION 2: a multi-process run stored per-process BatchNorm under these ids.
+V2_IDS = {
     (): "bimp-2a554cecf8f8",
     ("method.sparsity=0.95",): "bimp-905b517dce44",
     ("method.name=imp", "method.schedule=FT", "budget.epochs=5"): "imp-3f9ef8784154",
@@ -239,6 +247,15 @@ OLD_IDS = {
 @pytest.mark.parametrize(("overrides", "expected"), list(PINNED_IDS.items()))
 def test_pinned_run_ids(overrides: tuple[str, ...], expected: str) -> None:
     assert run_id(load_config(None, list(overrides))) == expected
+
+
+@pytest.mark.parametrize(("overrides", "old"), list(V2_IDS.items()))
+def test_version_2_run_ids_no_longer_collide(overrides: tuple[str, ...], old: str) -> None:
+    cfg = load_config(None, list(overrides))
+    text = json.dumps({**run_identity(cfg), "identity_version": 2}, sort_keys=True,
+                      separators=(",", ":"))  # fmt: skip
+    assert f"{cfg.method.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}" == old
+    assert run_id(cfg) != old and run_identity(cfg)["identity_version"] >= 3
 
 
 def _unversioned_id(cfg: RunConfig) -> str:

@@ -37,7 +37,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 from torch import Tensor, nn
 
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, check
 
 # How long a rank waits for the others in one collective before the run fails (a dead peer).
 TIMEOUT_S = 600.0
@@ -466,28 +466,22 @@ def spawn(fn: Callable[..., Any], nproc: int, device: str, *args: Any) -> None:
 
 
 def check_batchnorm_processes(batchnorm_processes: int, sync_bn: bool | None, nproc: int) -> None:
-    """Refuse a BatchNorm grouping the run id would not state (ConfigError).
-
-    A run whose result depends on the process count must say so in its id: per-process
-    statistics need ``model.batchnorm_processes`` = ``nproc``; ``runtime.sync_bn = false`` alone
-    would store a different experiment under the one-process run's id.
-    """
-    if nproc > 1 and sync_bn is False and batchnorm_processes == 1:
-        raise ConfigError(
-            "runtime.sync_bn",
-            False,
-            f"true or unset (whole-batch BatchNorm, the one-process experiment); for "
-            f"BatchNorm per process set model.batchnorm_processes = {nproc} instead: it is part "
-            "of the run id, so the result is never taken for the one-process run's",
-        )
-    if batchnorm_processes > 1 and batchnorm_processes != nproc:
-        raise ConfigError(
-            "model.batchnorm_processes",
-            batchnorm_processes,
-            f"1 (whole-batch BatchNorm) or the processes training the run ({nproc} here): "
-            f"{batchnorm_processes} means BatchNorm over each of {batchnorm_processes} "
-            "processes' share of a batch",
-        )
+    """Refuse a BatchNorm grouping the run id would not state (ConfigError): per-process
+    statistics need ``model.batchnorm_processes`` = ``nproc``, which is in the id."""
+    check(
+        nproc == 1 or sync_bn is not False or batchnorm_processes > 1,
+        "runtime.sync_bn",
+        sync_bn,
+        f"true or unset (whole-batch BatchNorm, the one-process experiment); for BatchNorm per "
+        f"process set model.batchnorm_processes = {nproc}: it is in the run id, so the result "
+        "is never taken for the one-process run's",
+    )
+    check(
+        batchnorm_processes in (1, nproc),
+        "model.batchnorm_processes",
+        batchnorm_processes,
+        f"1 (whole-batch BatchNorm) or the processes training the run ({nproc} here)",
+    )
 
 
 def check_gpus(device: str, nproc: int) -> None:

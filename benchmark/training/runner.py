@@ -179,8 +179,7 @@ def execute(
     # Data-parallel runs: rank 0 holds the lock and writes; the others only read.
     lock = store.lock(f"run-{rid}", wait=wait_for_lock) if is_main() else None
     try:
-        if lock is not None:
-            lock.__enter__()
+        held = lock.__enter__() if lock is not None else None
     except RunLockedError as err:
         raise RunLockedError(f"run {rid} is already running: {err}") from None
     try:
@@ -188,6 +187,12 @@ def execute(
             store.clean_run_files(rid)
         barrier()  # every rank sees the same store from here on
         return _execute_locked(cfg, store, force=force, require_resume=require_resume)
+    except ConfigError:
+        # Some checks need the data or the model (the warm-up in iterations, the prunable
+        # set): found under the lock, they still leave nothing behind, not even its file.
+        if held is not None:
+            held.discard()
+        raise
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)

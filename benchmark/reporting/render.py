@@ -64,6 +64,14 @@ def _summary(table: Table, store: str) -> list[str]:
         lines.append(
             "† built from an incomplete set of runs (some seeds or configurations missing)."
         )
+    if any(
+        v.status == "none" for b in table.blocks for g in b.groups for ln in g for v in ln.values
+    ):
+        lines.append(
+            "---: nothing to report in this cell: no run is planned there, or a method without "
+            "a goal sparsity (CS, STR, DST) reached no sparsity close to the column (see the "
+            "notes)."
+        )
     lines += [f"Note: {n}" for n in table.notes]
     return lines
 

@@ -28,6 +28,8 @@ from benchmark.core.errors import ConfigError
 from benchmark.experiments.base import Experiment, Scale, TableLayout
 from benchmark.reporting.selection import (
     TableRules,
+    configuration_stats,
+    join_store,
     per_row_means,
     select_cells,
     selection_metric,
@@ -184,6 +186,7 @@ def build_table(
             groups.append(lines)
         _highlight(groups, columns, layout)
         blocks.append(BuiltBlock(block.title, columns, groups))
+    notes += _unplaced_notes(blocks, plan, store, rules)
     done = (
         plan.merge(store[["run_id", "status"]], on="run_id", how="left")
         if "status" in store
@@ -201,6 +204,35 @@ def build_table(
         with_paper=paper is not None,
         metric=select,
     )
+
+
+def _unplaced_notes(
+    blocks: list[BuiltBlock], plan: pd.DataFrame, store: pd.DataFrame, rules: TableRules | None
+) -> list[str]:
+    """Why a row of a method without a goal sparsity shows "---": the sparsities its
+    configurations reached, none close enough to that column (see TableRules)."""
+    rules = rules or TableRules()
+    empty = {
+        (ln.section, ln.label)
+        for b in blocks
+        for lines in b.groups
+        for ln in lines
+        if any(v.status == "none" for v, c in zip(ln.values, b.columns, strict=True) if c.goal)
+    }
+    rows = pd.Series(list(zip(plan["section"], plan["row"], strict=True)), index=plan.index)
+    free = plan[plan["goal"].isna() & rows.isin(empty)]
+    if free.empty:
+        return []
+    stats = configuration_stats(join_store(free, store), rules.ddof)
+    notes = []
+    for (section, row), group in stats.groupby(["section", "row"], sort=False):
+        reached = ", ".join(f"{v:.2f}%" for v in sorted(group["sparsity"].dropna()))
+        notes.append(
+            f"--- for {row} ({section}): it has no goal sparsity and its configurations "
+            f"reached {reached or 'no sparsity'}, not within {rules.tolerance:g} points of "
+            f"the empty columns (nor the closest within {rules.max_distance:g})"
+        )
+    return notes
 
 
 def _num(value: object) -> float | None:

@@ -11,11 +11,10 @@ What stays identical to the one-process run (up to floating-point reduction orde
   methods draw randomness only from seeded generators, and the mask checksums are compared
   across ranks after every epoch (a mismatch fails the run);
 - BatchNorm: statistics over the global batch by default (torch's SyncBatchNorm on GPUs, an
-  all-reduce implementation on CPUs, where torch's refuses to run), which makes BN models equal
-  to the one-process run too. Per-rank statistics (DDP's default; the running statistics of
-  rank 0 are copied to every rank after each epoch, so evaluation is identical on all ranks)
-  are a different experiment: only with ``model.batchnorm_processes`` = the process count,
-  which is part of the run id (:func:`check_batchnorm_processes`).
+  all-reduce implementation on CPUs, where torch's refuses to run), so BN models equal the
+  one-process run too. Per-rank statistics (DDP's default; rank 0's running statistics are
+  copied to every rank after each epoch) are another experiment: only with
+  ``model.batchnorm_processes`` = the process count, which is in the run id.
 
 Rank 0 writes checkpoints, weights and the result; every rank resumes from the same checkpoint;
 a failure on any rank is recorded with that rank's error.
@@ -303,7 +302,7 @@ class DataParallel:
         """The whole split's metrics from each process's metrics on its ``part`` of it."""
         if not self.active:
             return result
-        keys = sorted(result)
+        keys = sorted(k for k in result if k != "n")  # "n" (examples) sums: the total below
         count = part[1] - part[0]
         sums = torch.tensor(
             [result[k] * count for k in keys] + [count], dtype=torch.float64, device=device
@@ -315,7 +314,7 @@ class DataParallel:
             value = float(sums[i])
             # Accuracies are counts of hits: round away the division's rounding.
             out[key] = (value if key == "loss" else round(value)) / total
-        return out
+        return out | ({"n": round(total)} if "n" in result else {})
 
     def sync_buffers(self, model: nn.Module) -> None:
         """Copy rank 0's buffers (BatchNorm running statistics) to every rank."""

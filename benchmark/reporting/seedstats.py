@@ -174,11 +174,12 @@ def _t_statistic(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float,
     mx, my = math.fsum(x) / len(x), math.fsum(y) / len(y)
     vx = math.fsum((v - mx) ** 2 for v in x) / (len(x) - 1) / len(x)
     vy = math.fsum((v - my) ** 2 for v in y) / (len(y) - 1) / len(y)
-    se2 = vx + vy
-    if not se2 > 0:
+    if not (vx > 0 and vy > 0):
+        # A side without spread would enter with variance 0, as if its mean were exact: two
+        # equal seeds of a quantised metric (one test image is 0.01%) say nothing of that.
         return math.nan, math.nan, "welch"
-    # Welch-Satterthwaite (a zero variance on one side is fine: the other carries the df).
-    df = se2**2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
+    se2 = vx + vy
+    df = se2**2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))  # Welch-Satterthwaite
     return (mx - my) / math.sqrt(se2), df, "welch"
 
 
@@ -186,9 +187,9 @@ def p_value(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float, str]
     """Two-sided p-value of equal means of seed->value samples ``a`` and ``b``, and the test.
 
     Paired t-test when both hold the same seeds (at least two), Welch's t-test otherwise. NaN
-    when it cannot be tested: fewer than two values on a side, a NaN value, or no spread (equal
-    values, or a constant paired difference; a t-test from no observed variation would give
-    p = 0, i.e. "significant" from two equal seeds).
+    when it cannot be tested: fewer than two values on a side, a NaN value, or no spread (a
+    constant paired difference, or, unpaired, a side whose values are all equal; a t-test from
+    no observed variation would give p = 0, i.e. "significant" from two equal seeds).
     """
     t, df, test = _t_statistic(a, b)
     return (math.nan if math.isnan(t) else float(2 * stats.t.sf(abs(t), df))), test

@@ -142,6 +142,11 @@ def test_two_equal_seeds_are_not_significant_and_have_no_interval():
     assert not s.spread and math.isnan(s.low) and math.isnan(s.high)
     marks = significance_marks([{0: 90.0, 1: 91.0}, {0: 89.0, 1: 90.0}])
     assert (marks[1].mark, marks[1].untestable) == (UNTESTABLE, NO_SPREAD)
+    # Unpaired, one side without spread would count as an exact mean: not tested either.
+    spread = {0: 91.5, 1: 92.0, 2: 92.4, 3: 91.9, 4: 92.2}
+    assert math.isnan(p_value(spread, {5: 80.0, 6: 80.0})[0])
+    marks = significance_marks([spread, {5: 80.0, 6: 80.0}])
+    assert (marks[1].mark, marks[1].untestable) == (UNTESTABLE, NO_SPREAD)
 
 
 @pytest.mark.parametrize(("level", "quantile"), [(0.95, "12.71 at n=2"), (0.9, "6.31 at n=2")])

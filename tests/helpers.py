@@ -98,10 +98,11 @@ def cli_run(store: Path, *overrides: str) -> int:
 
 
 def stored_files(store: Path) -> list[Path]:
-    """Results, checkpoints, weights and archives of ``store`` (lock files are not results)."""
+    """Every file under ``store``: results, checkpoints, weights, archives and lock files (a
+    configuration error writes none of them, wherever it is found)."""
     if not store.exists():
         return []
-    return [p for p in store.rglob("*") if p.is_file() and ".locks" not in p.parts]
+    return [p for p in store.rglob("*") if p.is_file()]
 
 
 # --------------------------------------------------------------------------- data-parallel ranks

@@ -81,7 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--epochs", type=int, default=30, help="budget T of each run")
     demo.add_argument("--sparsity", type=float, default=0.9, help="goal sparsity")
     demo.add_argument(
-        "--threads", type=int, default=0, help="torch threads of every run (0: torch's default)"
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads of every run (0: runtime.threads as set, else torch's default)",
     )
     _add_set_arg(demo, "override a value of every demo run (repeatable), e.g. data.batch_size=32")
 
@@ -266,15 +269,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``prunebench demo``: dense vs IMP (FT, ALLR) vs BIMP on digits; table and figure."""
     from benchmark.cli.demo import run_demo
 
-    overrides = [*args.overrides, f"runtime.threads={args.threads}"]
     run_demo(
         Path(args.store),
         Path(args.figure),
         epochs=args.epochs,
         sparsity=args.sparsity,
-        overrides=overrides,
+        overrides=demo_overrides(args),
     )
     return 0
+
+
+def demo_overrides(args: argparse.Namespace) -> list[str]:
+    """The demo runs' overrides: ``--set`` values, then ``--threads`` when given (0 leaves a
+    ``--set runtime.threads`` alone: an unset flag never overrides what the user wrote)."""
+    threads = [f"runtime.threads={args.threads}"] if args.threads else []
+    return [*args.overrides, *threads]
 
 
 def cmd_methods(args: argparse.Namespace) -> int:

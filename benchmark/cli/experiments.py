@@ -144,9 +144,14 @@ def cmd_table(args: argparse.Namespace) -> int:
 
     experiment = get_experiment(args.id)
     if args.stats:
-        from benchmark.reporting.seedstats import check_level
+        from benchmark.reporting.seedstats import check_level, check_method
 
         check_level(args.level)
+        check_method(args.ci)
+        if args.ci == "bootstrap":
+            # The plan says how many seeds each cell can have: a bootstrap that too few seeds
+            # cannot support is refused before the store is read.
+            check_method(args.ci, _planned_seeds(experiment.plan(scale, args.store)))
     table = rebuild(experiment, scale, args.store, paper=args.paper, rules=rules)
     _warn_smoke_vs_paper(table, scale, args.paper)
     if args.stats:
@@ -159,6 +164,16 @@ def cmd_table(args: argparse.Namespace) -> int:
         annotate(table, layout, plan, store, level=args.level, method=args.ci, rules=rules)
     _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
     return 0
+
+
+def _planned_seeds(plan: Any) -> list[int]:
+    """Seeds planned per configuration of each cell (the most a cell can have)."""
+    from benchmark.experiments.base import CELL
+
+    if plan.empty:
+        return []
+    counts = plan.groupby([*CELL, "tuned"], dropna=False)["seed"].nunique()
+    return [int(n) for n in counts]
 
 
 SMOKE_VS_PAPER = (

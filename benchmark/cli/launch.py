@@ -56,7 +56,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--threads",
         type=int,
         default=0,
-        help="torch threads per run (default: cores / workers locally, cpus_per_task on slurm)",
+        help="torch threads of every run, replacing runtime.threads (default: the config's "
+        "runtime.threads, else cores / workers locally, cpus_per_task on slurm)",
     )
     submit.add_argument(
         "--max-requeues",

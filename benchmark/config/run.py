@@ -49,6 +49,11 @@ class ModelConfig:
     # A local checkpoint in the library's own format (a torchvision state dict file, a
     # transformers save_pretrained folder); empty: random initialisation.
     pretrained: str = ""
+    # BatchNorm's batch statistics: 1 = over the whole batch, whatever number of processes
+    # trains the run (the one-process experiment); N > 1 = over each of N data-parallel
+    # processes' share of it (DDP's per-process BatchNorm, a different experiment: it is in
+    # the run id, and such a run must be trained by exactly N processes).
+    batchnorm_processes: int = 1
 
 
 @dataclass
@@ -127,9 +132,12 @@ class RuntimeConfig:
     # Bitwise-reproducible GPU kernels (slower): same seed, same result, and a resumed run equal
     # to an uninterrupted one. CPU runs are reproducible either way.
     deterministic: bool = False
-    # Data-parallel runs: BatchNorm statistics over the global batch (SyncBatchNorm) instead of
-    # each process's share of it. No effect with one process.
-    sync_bn: bool = False
+    # Data-parallel runs: BatchNorm statistics over the global batch (SyncBatchNorm). Unset:
+    # as model.batchnorm_processes says (whole batch by default); true agrees only with
+    # model.batchnorm_processes = 1; false (per-process statistics) only with
+    # model.batchnorm_processes = the process count, so that the run id says so. No effect
+    # with one process.
+    sync_bn: bool | None = None
     # The training step on CUDA replayed as captured CUDA graphs (benchmark.training.fast_step):
     # "auto" captures wherever it can (one CUDA process, a method whose hooks are graph-safe) and
     # says in one warning line why not otherwise; "off" steps eagerly as on the CPU.
@@ -283,11 +291,13 @@ def _default_params(method: MethodConfig) -> Any:
 # method's defaults as the paper's code ran them (GMP soft with the paper's step labels, LC's
 # constant decay, GSM/LC ranking BatchNorm parameters too, CS/DST's doubled decay, BatchNorm
 # recomputed after the final prune, BIMP's fresh optimizer at the first cycle, filter pruning
-# masking the BatchNorm behind a dropout, i.e. WRN's bn2); 3 (issue 25): pruning counts as the
-# paper's code counted them (method.counting = "reference": DNW prunes int(s N) plus ties, GSM/LC
-# keep int((1 - s) N), hard GMP prunes round(q n) of the n alive weights per step), CS
-# evaluates after an epoch at the temperature after its last iteration, and CS/DST's logged
-# train_loss holds the paper's code's 1/2 wd ||w||^2 term.
+# masking the BatchNorm behind a dropout, i.e. WRN's bn2); 3: pruning counts as the paper's
+# code counted them (method.counting = "reference": DNW prunes int(s N) plus ties, GSM/LC keep
+# int((1 - s) N), hard GMP prunes round(q n) of the n alive weights per step), CS evaluates after
+# an epoch at the temperature after its last iteration, CS/DST's logged train_loss holds the
+# paper's code's 1/2 wd ||w||^2 term, and a data-parallel run normalises BatchNorm over the whole
+# batch unless model.batchnorm_processes says otherwise (before, N processes normalised per
+# process by default and stored that under the one-process run's id).
 IDENTITY_VERSION = 3
 
 

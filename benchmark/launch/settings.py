@@ -18,7 +18,7 @@ class LaunchSettings:
     executor: str = "local"
     workers: int = 1  # local: parallel worker processes
     runs_per_task: int = 1  # slurm: runs packed into one array task
-    threads: int = 0  # torch threads per run; 0 derives them (cores per worker, cpus_per_task)
+    threads: int = 0  # --threads: every run's torch threads (0: see run_threads)
     profile: SlurmProfile | None = None
     local_time_min: float = 0.0  # local: a time limit per worker (0: none)
     local_signal_delay_s: int = 30
@@ -37,10 +37,17 @@ class LaunchSettings:
         if self.executor == "slurm":
             check(self.profile is not None, "--profile", None, "a cluster profile for slurm")
 
-    def run_threads(self) -> int:
-        """Torch threads of each run: its share of the cores it was given."""
+    def run_threads(self, configured: int = 0) -> int:
+        """Torch threads of a run whose config says ``runtime.threads = configured``.
+
+        One rule everywhere: ``--threads`` (this setting) wins, then the config's own non-zero
+        value, then the executor's default (slurm: the profile's cpus_per_task; local: the
+        run's share of the cores; debug: 0, torch's default).
+        """
         if self.threads:
             return self.threads
+        if configured:
+            return configured
         if self.executor == "slurm":
             assert self.profile is not None
             return self.profile.cpus_per_task

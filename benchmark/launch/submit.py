@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -14,6 +15,8 @@ from typing import Any, TextIO
 
 import submitit
 
+from benchmark.config.parse import replace_section
+from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.launch.expansion import Expansion, expand
 from benchmark.launch.grid import MAX_CELLS, Grid
@@ -109,6 +112,9 @@ def submit_grid(
     grid = expansion.grid
     nodes = grid_nodes(expansion)
     _check_data_parallel(nodes, settings)
+    note = _threads_note(nodes, settings)
+    if note:
+        print(f"note: {note}", file=out, flush=True)
     record_path = records_dir(store) / f"{grid.name}.json"
     # A dry run only reads: no lock file, no folder (the store may be read-only).
     with contextlib.nullcontext() if dry_run else store_lock(store):
@@ -146,7 +152,6 @@ def _submit_slurm(
 ) -> None:
     assert settings.profile is not None
     folder = _folder(store, record.grid)
-    threads = settings.run_threads()
     job_of: dict[str, str] = {}
     for specs in levels:
         for spec in specs:
@@ -167,7 +172,7 @@ def _submit_slurm(
                 extra["hold"] = True
             params["additional_parameters"] = extra
             executor.update_parameters(**params)
-            fns = [GridTask([n.cfg for n in task], threads) for task in spec.tasks]
+            fns = [_task(task, settings) for task in spec.tasks]
             try:
                 jobs = executor.submit_array(fns)
             except Exception as err:  # sbatch's message says what the cluster rejected
@@ -199,7 +204,6 @@ def _submit_here(
 ) -> None:
     """Local workers or the in-process debug executor, one dependency level at a time."""
     folder = _folder(store, record.grid)
-    threads = settings.run_threads()
     st = Store(store)
     for i, specs in enumerate(levels):
         (spec,) = specs
@@ -213,7 +217,7 @@ def _submit_here(
             tasks = balance(ready, settings.workers) if ready else []
             if not tasks:
                 continue
-            jobs = _start_here(tasks, folder, settings, threads)
+            jobs = _start_here(tasks, folder, settings)
             ids = [[n.run_id for n in t] for t in tasks]
             if settings.executor == "local":
                 record.add("local", folder / "local", [j.job_id for j in jobs], ids)
@@ -239,14 +243,10 @@ def _submit_here(
             _wait_local(jobs, [rid for t in ids for rid in t], st, out, level=i)
 
 
-def _start_here(
-    tasks: list[list[Node]], folder: Path, settings: LaunchSettings, threads: int
-) -> list[Any]:
+def _start_here(tasks: list[list[Node]], folder: Path, settings: LaunchSettings) -> list[Any]:
     if settings.executor == "debug":
         executor: submitit.Executor = submitit.DebugExecutor(folder=folder / "debug" / "%j")
-        return executor.submit_array(
-            [GridTask([n.cfg for n in t], threads, isolate=False) for t in tasks]
-        )
+        return executor.submit_array([_task(t, settings, isolate=False) for t in tasks])
     # A flat folder: submitit's local controller would create a literal "%j" folder.
     local = submitit.LocalExecutor(
         folder=folder / "local", max_num_timeout=settings.max_requeues, python=settings.python
@@ -258,7 +258,7 @@ def _start_here(
     # print its KeyboardInterrupt traceback under prunebench's one line. Their stderr goes to a
     # log beside the workers' own logs instead.
     with _stderr_into(folder / "local" / "controllers.log"):
-        return local.submit_array([GridTask([n.cfg for n in t], threads) for t in tasks])
+        return local.submit_array([_task(t, settings) for t in tasks])
 
 
 @contextlib.contextmanager
@@ -410,24 +410,61 @@ def prepare(
     check_configs: bool = True,
     max_cells: int = MAX_CELLS,
 ) -> Expansion:
-    """Expand a grid for a store: absolute ``output.dir``, the executor's threads, no tqdm.
+    """Expand a grid for a store: absolute ``output.dir``, no tqdm.
 
     ``check_configs=False`` skips the cross-field validation of each cell (and the dataset
-    and model registries it imports), for read-only queries of an already submitted grid.
+    and model registries it imports), for read-only queries of an already submitted grid. The
+    configs keep the grid's ``runtime.threads``: :func:`submit_grid` gives each run its threads
+    when it builds the jobs, by the one rule of :meth:`LaunchSettings.run_threads` (and says
+    when ``--threads`` replaces a value the grid set). ``settings`` is not needed for that; it
+    is accepted so that callers may pass what they will submit with.
     """
+    del settings
     extra: dict[str, Any] = {"output.dir": str(Path(store).resolve()), "logging.progress": False}
-    if settings is not None:
-        extra["runtime.threads"] = settings.run_threads()
     return expand(grid, extra, check_configs=check_configs, max_cells=max_cells)
+
+
+def with_threads(cfg: RunConfig, settings: LaunchSettings) -> RunConfig:
+    """``cfg`` with the torch threads its job gives it (:meth:`LaunchSettings.run_threads`)."""
+    threads = settings.run_threads(cfg.runtime.threads)
+    if threads == cfg.runtime.threads:
+        return cfg
+    return replace_section(cfg, runtime=dataclasses.replace(cfg.runtime, threads=threads))
+
+
+def _threads_note(nodes: Sequence[Node], settings: LaunchSettings) -> str:
+    """The line saying that --threads replaces values the configs set ("" when none)."""
+    replaced = sorted(
+        {n.cfg.runtime.threads for n in nodes if n.cfg.runtime.threads not in (0, settings.threads)}
+    )
+    if not settings.threads or not replaced:
+        return ""
+    count = sum(n.cfg.runtime.threads in replaced for n in nodes)
+    values = ", ".join(map(str, replaced))
+    return (
+        f"--threads {settings.threads} replaces runtime.threads = {values} of "
+        f"{_plural(count, 'run')} (an explicit --threads wins)"
+    )
+
+
+def _task(nodes: Sequence[Node], settings: LaunchSettings, isolate: bool = True) -> GridTask:
+    """The job of ``nodes``: their configs with the threads the one rule gives them."""
+    return GridTask([with_threads(n.cfg, settings) for n in nodes], isolate=isolate)
 
 
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:
     """Refuse, before anything is queued, runs that the profile's processes cannot share (each
     job would otherwise fail on the cluster with the same config error)."""
-    from benchmark.training.distributed import check_batch
+    from benchmark.training.distributed import check_batch, check_batchnorm_processes
 
-    procs = settings.profile.processes_per_run if settings.profile is not None else 1
-    if settings.executor != "slurm" or procs == 1:
+    procs = 1
+    if settings.executor == "slurm" and settings.profile is not None:
+        procs = settings.profile.processes_per_run
+    for node in nodes:
+        # A run id that says per-process BatchNorm over N processes needs N processes.
+        model, runtime = node.cfg.model, node.cfg.runtime
+        check_batchnorm_processes(model.batchnorm_processes, runtime.sync_bn, procs)
+    if procs == 1:
         return
     for node in nodes:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import time
 import traceback
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 import submitit
 from submitit.core.utils import UncompletedJobError
 
+from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
 from benchmark.store.results import FAILED, FINISHED, ResultExistsError, RunLockedError, Store
 
@@ -34,7 +36,9 @@ class GridTask(submitit.helpers.Checkpointable):
     """
 
     def __init__(self, configs: Sequence[RunConfig], threads: int = 0, isolate: bool = True):
-        self.configs = list(configs)
+        # ``threads``: for runs whose config leaves runtime.threads at 0 only (an explicit value
+        # is never replaced; the submitter resolves threads by LaunchSettings.run_threads).
+        self.configs = [_with_default_threads(c, threads) for c in configs]
         self.threads = threads
         # isolate: a failing run is recorded and the others go on (False: the debug executor
         # lets the original exception reach the debugger).
@@ -51,10 +55,7 @@ class GridTask(submitit.helpers.Checkpointable):
     def _run(self, parallel: bool) -> dict[str, str]:
         from benchmark.training.runner import execute
 
-        if self.threads:
-            import torch
-
-            torch.set_num_threads(self.threads)
+        # Each run sets its own threads (runtime.threads, in the trainer): no job-wide value.
         outcome: dict[str, str] = {}
         for cfg in self.configs:
             rid = cfg.run_id
@@ -95,6 +96,12 @@ class GridTask(submitit.helpers.Checkpointable):
                 f"{len(failed)} of {len(self.configs)} runs failed: {', '.join(failed)}"
             )
         return outcome
+
+
+def _with_default_threads(cfg: RunConfig, threads: int) -> RunConfig:
+    if not threads or cfg.runtime.threads:
+        return cfg
+    return replace_section(cfg, runtime=dataclasses.replace(cfg.runtime, threads=threads))
 
 
 def _log(message: str) -> None:

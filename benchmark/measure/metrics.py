@@ -89,7 +89,8 @@ def evaluate(
     *,
     bf16: bool = False,
 ) -> dict[str, float]:
-    """Return micro-averaged "top1" (and "top5" for >= 100 classes) accuracy and mean "loss".
+    """Return micro-averaged "top1" (and "top5" for >= 100 classes) accuracy, mean "loss" and
+    the number of examples "n" (one example is 1/n of the accuracy: what a difference means).
 
     Runs in eval mode and restores every submodule's previous train/eval mode afterwards.
     Accuracies are fractions in [0, 1]; the loss is the mean cross-entropy per example. With
@@ -119,6 +120,7 @@ def evaluate(
     hits = correct.tolist()
     result = {f"top{k}": hits[i] / count for i, k in enumerate(ks)}
     result["loss"] = loss_sum.item() / count
+    result["n"] = count
     return result
 
 

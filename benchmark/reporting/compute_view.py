@@ -3,16 +3,20 @@
 The paper compares methods at equal epochs; some methods cost more per epoch (extra forward
 passes, dense parents, regrowth). Here every configuration of a spec is placed by
 
-* **cost**: device-hours = (the run's wall time + its dense parent's wall time, when it starts
-  from one) x devices / 3600, averaged over its seeds. Devices = the record's
-  ``environment.devices`` (1 when absent: every run of this harness uses one device). On a GPU
-  these are GPU-hours; CPU runs are labelled as CPU-hours;
+* **cost**: device-hours = (the run's wall time x its devices + its dense parent's wall time x
+  the parent's devices, when it starts from one) / 3600, averaged over its seeds. Devices = the
+  record's ``distributed.devices`` (distinct (host, device) pairs that trained it: N processes
+  on one CPU host count once; 1 when absent, as in records older than data-parallel runs). On a
+  GPU these are GPU-hours; CPU runs are labelled as CPU-hours;
 * **accuracy**: mean test top-1 over its seeds (percent).
 
 Per (section, method, goal sparsity) the Pareto front keeps the configurations that no other
-configuration beats on both (cheaper or equal and more accurate). Runs timed on different
-devices are never pooled: each device gets its own panel and table section, and the title says
-that devices differ.
+configuration beats on both (cheaper or equal and more accurate). Methods without a goal
+sparsity (CS, STR, DST) are grouped in the goal column the table places each configuration in
+(by its mean achieved sparsity, :func:`benchmark.reporting.selection.place_unspecified`); a
+configuration no column takes is its own group, shown with its achieved sparsity. Runs timed on
+different devices are never pooled: each device gets its own panel and table section, and the
+title says that devices differ.
 """
 
 from __future__ import annotations
@@ -25,34 +29,48 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from benchmark.experiments.base import Experiment, Scale
+from benchmark.reporting.selection import place_unspecified
 from benchmark.store.results import FINISHED, Store
 
 CONFIG = ["section", "row", "goal", "budget", "x", "tuned"]
 
 
+def record_devices(record: dict[str, Any]) -> int:
+    """Devices that trained a run: ``distributed.devices`` of its record (1 when absent)."""
+    devices = (record.get("distributed") or {}).get("devices")
+    return int(devices) if devices else 1
+
+
 def run_cost(record: dict[str, Any], store: Store) -> float | None:
-    """Device-hours of one finished run, its dense parent's included (None without a timing)."""
+    """Device-hours of one finished run, its dense parent's included (None without a timing);
+    each run's seconds count with its own devices."""
     seconds = (record.get("metrics") or {}).get("wall_seconds")
     if seconds is None:
         return None
+    device_seconds = seconds * record_devices(record)
     parent_id = record.get("parent_run_id")
     if parent_id:
         parent = store.read(parent_id) or {}
-        seconds += (parent.get("metrics") or {}).get("wall_seconds") or 0.0
-    devices = (record.get("environment") or {}).get("devices", 1)
-    return seconds * devices / 3600.0
+        parent_seconds = (parent.get("metrics") or {}).get("wall_seconds") or 0.0
+        device_seconds += parent_seconds * record_devices(parent)
+    return device_seconds / 3600.0
 
 
 def device_label(record: dict[str, Any]) -> str:
-    """The device a run was timed on, e.g. "cuda (NVIDIA H100)" or "cpu (x86_64)"."""
+    """The device a run was timed on, e.g. "cuda (NVIDIA H100)" or "cpu (AMD EPYC 9654)"."""
     env = record.get("environment") or {}
     kind = str(env.get("device", "unknown")).split(":")[0]
-    name = env.get("device_name") or env.get("platform", "")
+    name = env.get("device_name") or env.get("cpu_name")
+    if not name and kind == "cpu" and env.get("hostname"):
+        # Older records hold no CPU model: the host keeps machines apart (the kernel's
+        # platform string said nothing about the processor).
+        name = f"host {env['hostname']}, model not recorded"
     return f"{kind} ({name})" if name else kind
 
 
 def cost_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) -> pd.DataFrame:
-    """Per configuration and device: mean accuracy, mean cost, seeds, and Pareto membership."""
+    """Per configuration and device: mean accuracy, achieved sparsity and cost, seeds, and
+    Pareto membership (methods without a goal sparsity placed in the table's goal columns)."""
     plan = experiment.plan(scale, store_dir)
     store = Store(store_dir)
     rows = []
@@ -61,25 +79,57 @@ def cost_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) -> p
         if record is None or record.get("status") != FINISHED:
             continue
         cost = run_cost(record, store)
-        accuracy = ((record.get("metrics") or {}).get("test") or {}).get("top1")
+        metrics = record.get("metrics") or {}
+        accuracy = (metrics.get("test") or {}).get("top1")
         if cost is None or accuracy is None:
             continue
+        sparsity = metrics.get("sparsity")
         rows.append(planned | {"cost": cost, "accuracy": 100.0 * accuracy,
+                               "achieved": np.nan if sparsity is None else 100.0 * sparsity,
                                "device": device_label(record)})  # fmt: skip
-    columns = [*CONFIG, "device", "accuracy", "cost", "seeds", "pareto"]
+    columns = [*CONFIG, "device", "achieved", "accuracy", "cost", "seeds", "pareto"]
     if not rows:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(rows)
-    frame["goal"] = frame["goal"].fillna(-1.0)  # methods without a goal sparsity: one group
     grouped = frame.groupby([*CONFIG, "device"], sort=False, dropna=False)
     points = grouped.agg(
-        accuracy=("accuracy", "mean"), cost=("cost", "mean"), seeds=("seed", "nunique")
+        accuracy=("accuracy", "mean"),
+        achieved=("achieved", "mean"),
+        cost=("cost", "mean"),
+        seeds=("seed", "nunique"),
     ).reset_index()
+    points = _place_goal_less(points, _goal_columns(experiment, scale, plan))
     points["pareto"] = False
-    for _, group in points.groupby(["section", "row", "goal", "device"], sort=False):
-        points.loc[pareto_front(group), "pareto"] = True
-    points["goal"] = points["goal"].replace(-1.0, np.nan)
+    # An unplaced configuration (goal NaN) is its own group: its achieved sparsity is unlike
+    # any other's, so nothing there is comparable.
+    group = points["goal"].astype(object).where(points["goal"].notna(), points.index)
+    for _, by_group in points.groupby(["section", "row", group, "device"], sort=False):
+        points.loc[pareto_front(by_group), "pareto"] = True
     return points[columns]
+
+
+def _goal_columns(experiment: Experiment, scale: Scale, plan: pd.DataFrame) -> dict:
+    """Section -> goal sparsities: the table's columns, else (figures) the plan's goals."""
+    layout = experiment.layout(scale)
+    if layout is not None:
+        return {s: b.sparsities for b in layout.blocks for s, _ in b.groups}
+    goals = plan.dropna(subset=["goal"]).groupby("section")["goal"].unique()
+    return {section: sorted(values) for section, values in goals.items()}
+
+
+def _place_goal_less(points: pd.DataFrame, goals: dict) -> pd.DataFrame:
+    """Points without a goal get the column(s) the table places them in, per device; those no
+    column takes keep a NaN goal."""
+    free = points["goal"].isna()
+    if not free.any():
+        return points
+    loose = points[free].assign(_point=np.arange(int(free.sum())))
+    placed = []
+    for _, by_device in loose.groupby("device", sort=False):
+        stats = by_device.rename(columns={"achieved": "sparsity"})
+        inside = place_unspecified(stats, goals).rename(columns={"sparsity": "achieved"})
+        placed += [inside, by_device[~by_device["_point"].isin(inside["_point"])]]
+    return pd.concat([points[~free], *placed], ignore_index=True).drop(columns="_point")
 
 
 def pareto_front(points: pd.DataFrame) -> list:
@@ -113,17 +163,24 @@ def render_markdown(points: pd.DataFrame, title: str) -> str:
         out += [f"Note: {note}.", ""]
     for device, by_device in points.groupby("device", sort=False):
         unit = _unit(str(device))
-        out += [f"**{device}**", "", f"| Section | Method | Goal % | Budget | {unit} | Acc. | n |",
-                "|:---|:---|---:|:---|---:|---:|---:|"]  # fmt: skip
+        out += [f"**{device}**", "",
+                f"| Section | Method | Goal % | Budget | Configuration | Achieved % | {unit} "
+                "| Acc. | n |", "|:---|:---|---:|:---|:---|---:|---:|---:|---:|"]  # fmt: skip
         for r in by_device[by_device["pareto"]].to_dict("records"):
-            goal = "" if pd.isna(r["goal"]) else f"{r['goal']:g}"
+            goal = "none reached" if pd.isna(r["goal"]) else f"{r['goal']:g}"
+            achieved = "" if pd.isna(r["achieved"]) else f"{r['achieved']:.2f}"
+            tuned = r["tuned"] or "(default)"
             out.append(
-                f"| {r['section']} | {r['row']} | {goal} | {r['budget']} | {r['cost']:.4g} | "
-                f"{r['accuracy']:.2f} | {r['seeds']} |"
+                f"| {r['section']} | {r['row']} | {goal} | {r['budget']} | {tuned} | "
+                f"{achieved} | {r['cost']:.4g} | {r['accuracy']:.2f} | {r['seeds']} |"
             )
         out.append("")
     out.append("Only Pareto-optimal configurations are listed (no cheaper one is as accurate).")
-    out.append("Cost = (wall time + dense parent's wall time) x devices, mean over seeds.")
+    out.append(
+        "Cost = wall time x devices + the dense parent's wall time x its devices, mean over "
+        "seeds. Achieved: mean achieved sparsity; methods without a goal sparsity are grouped "
+        "in the goal column the table places them in (none reached: no column takes them)."
+    )
     return "\n".join(out) + "\n"
 
 
@@ -148,7 +205,7 @@ def cost_figure(points: pd.DataFrame, title: str) -> Figure:
         ax.set_xscale("log")
         ax.set_xlabel(f"{_unit(str(device))} (wall time x devices)")
         ax.set_ylabel("test accuracy (%)")
-        sparsity = "" if pd.isna(goal) else f"{goal:g}% sparsity, "
+        sparsity = "no goal column reached, " if pd.isna(goal) else f"{goal:g}% sparsity, "
         ax.set_title(f"{sparsity}{device}", fontsize=9)
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)

@@ -2,10 +2,11 @@
 
 One row per planned run and cell it feeds: the cell (section, row, goal sparsity, budget, x),
 the tuned configuration and seed, whether it is the configuration the table selects for that
-cell, its status and metrics (test/val accuracy, achieved sparsity, theoretical and measured
-speedup, images/s, wall time), and where it came from (run id, dense parent, code commit,
-device, library versions). Planned runs missing from the store are rows with status
-``missing``, never left out.
+cell (``selected``; ``selected_goal`` names the goal column(s), which for methods without a
+goal sparsity is where the table placed the configuration), its status and metrics (test/val
+accuracy, achieved sparsity, theoretical and measured speedup, images/s, wall time), and where
+it came from (run id, dense parent, code commit, device, library versions). Planned runs missing
+from the store are rows with status ``missing``, never left out.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ ENVIRONMENT_COLUMNS = (
     "git_commit",
     "device",
     "device_name",
+    "cpu_name",
     "threads",
     "python",
     "torch",
@@ -88,14 +90,35 @@ def export_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) ->
     frame.insert(0, "experiment", experiment.id)
     frame.insert(1, "scale", scale)
     best, _ = select_cells(experiment.layout(scale), plan, load_store(store_dir))
-    chosen = {_cell_key(r) for r in best.to_dict("records")}
-    frame["selected"] = [_cell_key(r) in chosen for r in frame.to_dict("records")]
+    frame["selected"], frame["selected_goal"] = _selection(frame, best)
     return frame
 
 
+def _selection(frame: pd.DataFrame, best: pd.DataFrame) -> tuple[list[bool], list[str]]:
+    """Per exported row: whether the table selects its configuration for its cell, and the goal
+    column(s) it is selected at ("90", "90;95"; "" when not selected).
+
+    A configuration is a cell's choice at one goal sparsity only: the key includes the goal.
+    Rows of methods without a goal sparsity (CS, STR, DST; goal NaN) are placed by the table,
+    so they match at whichever column(s) their configuration was placed in.
+    """
+    placed: dict[tuple, set[float]] = {}
+    for r in best.to_dict("records"):
+        placed.setdefault(_cell_key(r), set()).add(float(r["goal"]))
+    selected, goals = [], []
+    for r in frame.to_dict("records"):
+        at = placed.get(_cell_key(r), set())
+        goal = r["goal"]
+        if not (isinstance(goal, float) and math.isnan(goal)):
+            at = {g for g in at if math.isclose(g, float(goal))}
+        selected.append(bool(at))
+        goals.append(";".join(f"{g:g}" for g in sorted(at)))
+    return selected, goals
+
+
 def _cell_key(r: dict[str, Any]) -> tuple:
-    """(section, row, budget, x, tuned) identifies a configuration of a cell; the goal may be
-    placed later (methods without a goal sparsity), so it is left out."""
+    """(section, row, budget, x, tuned): a configuration of a row, whatever its goal column
+    (methods without a goal sparsity get theirs from the table's placement)."""
     return tuple(r[c] for c in CELL if c != "goal") + (r["tuned"],)
 
 

@@ -143,15 +143,25 @@ def _footer(
     plan: pd.DataFrame,
     missing: int,
     best: pd.DataFrame,
+    store: pd.DataFrame,
 ) -> None:
-    """The description, what ran, how many planned runs the store holds, what the marks mean.
+    """What ran, how many seeds each point averages, how many planned runs the store holds,
+    what the marks mean; at smoke scale what ran comes first and the paper's figure second.
 
-    Nothing is left out silently: rows of the plan without a single point are named.
+    Nothing is left out silently: rows of the plan without a single point are named, and so
+    are the paper's sections a smoke grid does not run.
     """
-    from benchmark.reporting.titles import scale_text
+    from benchmark.reporting.titles import scale_text, sections_not_run
 
     total = plan["run_id"].nunique()
-    notes = ["Shaded bands: min to max over seeds."]
+    seeds = plan["seed"].nunique()
+    notes = [
+        f"Points: mean over {seeds} seed{'' if seeds == 1 else 's'}; shaded bands: min to max "
+        "over them."
+    ]
+    images = _test_images(plan, store)
+    if images:
+        notes.append(f"One test image = {100 / images:.2g} accuracy points ({images} test images).")
     rows = list(dict.fromkeys(plan["row"].astype(str)))
     if RENDA_ROW in rows:
         notes.append(
@@ -162,13 +172,38 @@ def _footer(
     absent = [r for r in rows if r not in drawn]
     if absent:
         notes.append(f"Not shown (no finished run at a plotted sparsity): {', '.join(absent)}.")
-    # At smoke scale the title names what really trained (e.g. digits, cnn_wide).
     ran = scale_text(experiment, scale, ".")
-    fig.suptitle(
-        f"{experiment.description}\n({ran}; {total - missing}/{total} runs found)\n"
-        + "\n".join(notes),
-        fontsize=8,
-    )
+    found = f"{total - missing}/{total} runs found"
+    if scale == "smoke":
+        # The data and model that trained lead; the paper's figure is what they stand in for.
+        head = [f"{ran[0].upper()}{ran[1:]} ({found})", f"stand-in for: {experiment.description}"]
+        skipped = sections_not_run(experiment, scale)
+        if skipped:
+            head.append(f"not run at smoke scale: {', '.join(skipped)}")
+    else:
+        head = [experiment.description, f"({ran}; {found})"]
+    fig.suptitle("\n".join(head + notes), fontsize=8)
+
+
+def _test_images(plan: pd.DataFrame, store: pd.DataFrame) -> int | None:
+    """The test-set size of the plan's finished runs (records keep ``test.n``), if one."""
+    if "test.n" not in store or "run_id" not in store:
+        return None
+    sizes = store.loc[store["run_id"].isin(plan["run_id"]), "test.n"].dropna().unique()
+    return int(sizes[0]) if len(sizes) == 1 else None
+
+
+def _panel_title(experiment: Experiment, scale: Scale, section: str) -> str:
+    """A panel's section, and at smoke scale what really trained there ("CIFAR-10 (smoke:
+    digits, cnn_wide)": the section names the paper's data, not the smoke run's); the default
+    section has no name of its own."""
+    named = "" if section == "comparison" else section
+    if scale != "smoke":
+        return named
+    from benchmark.reporting.titles import what_ran
+
+    ran = f"smoke: {what_ran(experiment, scale, '.', section)}"
+    return f"{named} ({ran})" if named else ran
 
 
 # --------------------------------------------------------------------------- figures
@@ -196,7 +231,7 @@ def envelope_figure(
         ax.set_ylabel(ACCURACY_LABEL)
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)
-    _footer(fig, experiment, scale, plan, missing, best)
+    _footer(fig, experiment, scale, plan, missing, best, store)
     return fig
 
 
@@ -216,13 +251,13 @@ def budgeted_initial_figure(
             )
             _line(ax, shifted, str(row), "x", looks[row])
         ax.axhline(0.0, color="black", linewidth=0.8)
-        ax.set_title(section)
+        ax.set_title(_panel_title(experiment, scale, section), fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("initial training epochs")
         ax.set_ylabel("deviation from full budget (pp)")
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, title="goal sparsity", fontsize=8)
-    _footer(fig, experiment, scale, plan, missing, best)
+    _footer(fig, experiment, scale, plan, missing, best, store)
     return fig
 
 
@@ -248,10 +283,10 @@ def tradeoff_figure(
                 _line(ax, frame, row, x, looks[row])
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ACCURACY_LABEL)
-            ax.set_title("" if section == "comparison" else section)  # the default section
+            ax.set_title(_panel_title(experiment, scale, section), fontsize=9)
             ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)
-    _footer(fig, experiment, scale, plan, missing, best)
+    _footer(fig, experiment, scale, plan, missing, best, store)
     return fig
 
 

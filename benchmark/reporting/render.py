@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchmark.reporting.seedstats import WORSE
 from benchmark.reporting.tables import DECIMALS, HEADERS, Column, Table, Value
 
 LATEX_MACROS = r"""\newcommand{\first}[1]{\textbf{\color[HTML]{e55352}{#1}}}
@@ -62,6 +63,14 @@ def _summary(table: Table, store: str) -> list[str]:
     ):
         lines.append(
             "† built from an incomplete set of runs (some seeds or configurations missing)."
+        )
+    if any(
+        v.status == "none" for b in table.blocks for g in b.groups for ln in g for v in ln.values
+    ):
+        lines.append(
+            "---: nothing to report in this cell: no run is planned there, or a method without "
+            "a goal sparsity (CS, STR, DST) reached no sparsity close to the column (see the "
+            "notes)."
         )
     lines += [f"Note: {n}" for n in table.notes]
     return lines
@@ -182,7 +191,7 @@ def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
             text = rf"\{v.highlight}{{{text}}}"
         if v.status == "partial":
             text += r"$^\dagger$"
-        text += _tex(v.annotation).replace("≈", r"$\approx$")
+        text += _tex(v.annotation).replace(WORSE, r"$\downarrow$")
     if with_paper and v.status != "unavailable":
         text += (
             r" {\scriptsize("

@@ -1,25 +1,35 @@
-"""Statistics over seeds: mean, sample std, confidence intervals and significance vs the best.
+"""Statistics over seeds: mean, sample std, confidence intervals and "worse than the best" marks.
 
 Per cell (the configuration a table selected) the seeds' values give
 
 * ``mean``, ``std`` (sample standard deviation, ddof = 1; NaN for one seed) and ``n``;
 * a confidence interval for the mean at ``level`` (default 95%): Student's t by default,
-  ``mean +- t_{(1+level)/2, n-1} * std / sqrt(n)``, or a percentile bootstrap of the mean
-  (``scipy.stats.bootstrap``, seeded); with one seed there is no interval (NaN);
-* a p-value against the best cell of its column (largest mean): a paired t-test
-  (``scipy.stats.ttest_rel``) when both cells ran the same seeds, Welch's t-test
-  (``scipy.stats.ttest_ind(equal_var=False)``) otherwise. Cells whose difference from the best
-  is not significant at ``alpha = 1 - level`` get the mark ``≈``; cells that cannot be tested
-  (fewer than two seeds) get ``?``.
+  ``mean +- t_{(1+level)/2, n-1} * std / sqrt(n)`` (the quantile is 12.71 at n = 2 and 4.30 at
+  n = 3 for 95%, 6.31 and 2.92 for 90%), or a percentile bootstrap of the mean
+  (``scipy.stats.bootstrap``, seeded), which is refused below :data:`BOOTSTRAP_MIN_SEEDS` seeds
+  (at n = 2 it is exactly [min, max] and covers the mean about half the time) and flagged as
+  under-covering below :data:`BOOTSTRAP_FLAG_SEEDS`. One seed, or seeds without any spread,
+  give no interval;
+* the mark :data:`WORSE` when the cell is significantly below the best cell of its column (the
+  largest mean among cells with at least two seeds and no NaN value), with the family-wise
+  error rate of the whole column at most ``alpha = 1 - level``: two-sided t-tests between
+  *every* pair of cells of the column (paired on shared seeds, Welch's otherwise), Holm's
+  step-down over all of them, and a cell marked when its pair with the best is rejected.
 
-With two seeds the t quantile is 12.7 (95%), so the intervals are very wide: that is what two
-seeds can say, and the table shows it rather than hiding it.
+Why every pair and not only the pairs with the best: the best is chosen after looking at the
+means, so its comparisons are not a fixed family. Holm over only those has a family-wise error
+of 6-9% with 7-9 truly equal rows and 2-3 seeds (simulated); over every pair it is valid for
+whichever cell turns out best, and needs no equal-variance assumption (which the paper's own
+columns contradict). The price is power: with 2-3 seeds only very large gaps are marked. An
+unmarked cell was *not shown different* with its seeds; it is not shown equivalent.
+``?`` marks a cell that cannot be tested, with the reason in the CSV (one seed, no spread, a
+NaN value).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,14 +41,29 @@ from benchmark.core.errors import ConfigError
 
 CiMethod = Literal["t", "bootstrap"]
 CI_METHODS: tuple[str, ...] = ("t", "bootstrap")
-NOT_SIGNIFICANT = "≈"
+WORSE = "↓"
 UNTESTABLE = "?"
 BOOTSTRAP_RESAMPLES = 9999
+# Below 10 seeds the percentile bootstrap is refused: simulated coverage of a nominal 95%
+# interval is 50% at n = 2, 75% at n = 3, 83% at n = 5; below 30 it is flagged (91% at n = 10,
+# 93% at n = 20; normal data, 4,000 samples each, /tmp/research/sim26.py).
+BOOTSTRAP_MIN_SEEDS = 10
+BOOTSTRAP_FLAG_SEEDS = 30
+
+# Why a cell carries ``?`` (the CSV's ``untestable`` column).
+ONE_SEED = "one seed"
+NO_SPREAD = "no spread between seeds"
+NAN_VALUE = "NaN value"
+BEST_ONE_SEED = "highest mean, but one seed"
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Mean, sample std (ddof = 1), seed count and a confidence interval of the mean."""
+    """Mean, sample std (ddof = 1), seed count and a confidence interval of the mean.
+
+    ``low``/``high`` are NaN without an interval: one seed, or ``spread`` False (every seed gave
+    the same value, so the data say nothing about the seed-to-seed variation).
+    """
 
     mean: float
     std: float
@@ -47,6 +72,23 @@ class Summary:
     high: float
     level: float
     method: str
+    spread: bool = True
+
+
+@dataclass(frozen=True)
+class Mark:
+    """The statistics of one cell against the best of its column.
+
+    ``mark``: :data:`WORSE`, :data:`UNTESTABLE` or "" (the best, or not shown different);
+    ``p``: raw two-sided p-value of its pair with the best; ``p_holm``: Holm-adjusted over all
+    pairs of the column; ``test``: "paired", "welch" or "none"; ``untestable``: why ``?``.
+    """
+
+    mark: str
+    p: float
+    p_holm: float
+    test: str
+    untestable: str = ""
 
 
 def check_level(level: float, field: str = "--level") -> float:
@@ -56,15 +98,39 @@ def check_level(level: float, field: str = "--level") -> float:
     return float(level)
 
 
+def check_method(method: str, seed_counts: Iterable[int] = ()) -> str:
+    """Return ``method`` if it is a CI method usable with cells of ``seed_counts`` seeds.
+
+    Raises ConfigError naming ``--ci`` for an unknown method, or for the bootstrap when any
+    cell has fewer than :data:`BOOTSTRAP_MIN_SEEDS` seeds.
+    """
+    if method not in CI_METHODS:
+        raise ConfigError("--ci", method, f"one of {', '.join(CI_METHODS)}")
+    counts = [int(n) for n in seed_counts]
+    if method == "bootstrap" and counts and min(counts) < BOOTSTRAP_MIN_SEEDS:
+        raise ConfigError(
+            "--ci",
+            method,
+            f"t (the default): the percentile bootstrap needs at least {BOOTSTRAP_MIN_SEEDS} "
+            f"seeds per cell and a cell here has {min(counts)}; with 2 seeds it is [min, max] "
+            "and covers the mean about 50% of the time, 75% with 3 (nominal 95%)",
+        )
+    return method
+
+
+def t_quantile(level: float, n: int) -> float:
+    """The Student-t quantile of a two-sided ``level`` interval from ``n`` seeds (NaN: n < 2)."""
+    return float(stats.t.ppf((1 + level) / 2, n - 1)) if n >= 2 else math.nan
+
+
 def summarize(
     values: Sequence[float], level: float = 0.95, method: CiMethod = "t", seed: int = 0
 ) -> Summary:
     """Mean, sample std, n and a ``level`` confidence interval (t or seeded bootstrap)."""
     check_level(level)
-    if method not in CI_METHODS:
-        raise ConfigError("--ci", method, f"one of {', '.join(CI_METHODS)}")
     x = np.asarray(values, dtype=float)
     n = len(x)
+    check_method(method, [n] if n else [])
     if n == 0:
         raise ValueError("summarize() needs at least one value")
     mean = float(x.mean())
@@ -72,9 +138,12 @@ def summarize(
         return Summary(mean, math.nan, n, math.nan, math.nan, level, method)
     std = float(x.std(ddof=1))
     if std == 0:
-        low = high = mean
-    elif method == "t":
-        low, high = stats.t.interval(level, n - 1, loc=mean, scale=std / math.sqrt(n))
+        # A zero-width interval would claim certainty from two equal values (a metric that
+        # counts test images is quantised: equal seeds happen).
+        return Summary(mean, std, n, math.nan, math.nan, level, method, spread=False)
+    if method == "t":
+        half = t_quantile(level, n) * std / math.sqrt(n)
+        low, high = mean - half, mean + half
     else:
         result = stats.bootstrap(
             (x,),
@@ -88,70 +157,142 @@ def summarize(
     return Summary(mean, std, n, float(low), float(high), level, method)
 
 
+def _t_statistic(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float, float, str]:
+    """(t, degrees of freedom, test) of equal means; t is NaN when the samples cannot be tested
+    (fewer than two values, a NaN value, or no spread)."""
+    if set(a) == set(b) and len(a) >= 2:
+        d = [a[s] - b[s] for s in sorted(a)]
+        n = len(d)
+        mean = math.fsum(d) / n
+        var = math.fsum((v - mean) ** 2 for v in d) / (n - 1)
+        if not var > 0:  # also NaN
+            return math.nan, math.nan, "paired"
+        return mean / math.sqrt(var / n), float(n - 1), "paired"
+    x, y = list(a.values()), list(b.values())
+    if len(x) < 2 or len(y) < 2:
+        return math.nan, math.nan, "none"
+    mx, my = math.fsum(x) / len(x), math.fsum(y) / len(y)
+    vx = math.fsum((v - mx) ** 2 for v in x) / (len(x) - 1) / len(x)
+    vy = math.fsum((v - my) ** 2 for v in y) / (len(y) - 1) / len(y)
+    if not (vx > 0 and vy > 0):
+        # A side without spread would enter with variance 0, as if its mean were exact: two
+        # equal seeds of a quantised metric (one test image is 0.01%) say nothing of that.
+        return math.nan, math.nan, "welch"
+    se2 = vx + vy
+    df = se2**2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))  # Welch-Satterthwaite
+    return (mx - my) / math.sqrt(se2), df, "welch"
+
+
 def p_value(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float, str]:
     """Two-sided p-value of equal means of seed->value samples ``a`` and ``b``, and the test.
 
-    Paired t-test when both hold the same seeds (at least two), Welch's t-test otherwise;
-    NaN when either sample has fewer than two values. Samples without any spread compare
-    exactly: p = 1 for equal means, 0 otherwise (scipy would return NaN).
+    Paired t-test when both hold the same seeds (at least two), Welch's t-test otherwise. NaN
+    when it cannot be tested: fewer than two values on a side, a NaN value, or no spread (a
+    constant paired difference, or, unpaired, a side whose values are all equal; a t-test from
+    no observed variation would give p = 0, i.e. "significant" from two equal seeds).
     """
-    paired = set(a) == set(b) and len(a) >= 2
-    if paired:
-        seeds = sorted(a)
-        x = np.array([a[s] for s in seeds], dtype=float)
-        y = np.array([b[s] for s in seeds], dtype=float)
-        if np.all(x - y == (x - y)[0]):
-            return (1.0 if x[0] == y[0] else 0.0), "paired"
-        return float(stats.ttest_rel(x, y).pvalue), "paired"
-    x = np.array(list(a.values()), dtype=float)
-    y = np.array(list(b.values()), dtype=float)
-    if len(x) < 2 or len(y) < 2:
-        return math.nan, "none"
-    if x.std() == 0 and y.std() == 0:
-        return (1.0 if x[0] == y[0] else 0.0), "welch"
-    return float(stats.ttest_ind(x, y, equal_var=False).pvalue), "welch"
+    t, df, test = _t_statistic(a, b)
+    return (math.nan if math.isnan(t) else float(2 * stats.t.sf(abs(t), df))), test
 
 
-def significance_marks(
-    samples: Sequence[Mapping[int, float]], level: float = 0.95
-) -> list[tuple[str, float]]:
-    """Per sample: (mark, p-value vs the sample with the largest mean); the best gets ("", NaN).
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values (step-down; reject where adjusted <= alpha), same order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [math.nan] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
 
-    Mark ``≈``: not significantly different from the best at ``alpha = 1 - level``; ``?``:
-    not testable (fewer than two seeds); "" otherwise (significantly worse).
+
+def _untestable_reason(sample: Mapping[int, float]) -> str:
+    if any(math.isnan(v) for v in sample.values()):
+        return NAN_VALUE
+    return ONE_SEED if len(sample) < 2 else ""
+
+
+def significance_marks(samples: Sequence[Mapping[int, float]], level: float = 0.95) -> list[Mark]:
+    """Per sample (the cells of one column): its :class:`Mark` against the column's best.
+
+    The best is the largest mean among the testable cells (two seeds or more, no NaN); a cell
+    with one seed and a larger mean gets ``?`` (:data:`BEST_ONE_SEED`). All pairs of testable
+    cells form one Holm family at ``alpha = 1 - level`` (a pair without spread enters it with
+    p = 1, which can only make the others harder to reject); a cell is :data:`WORSE` when its
+    pair with the best is rejected.
     """
     check_level(level)
-    if not samples:
-        return []
-    means = [float(np.mean(list(s.values()))) if s else -math.inf for s in samples]
-    best = int(np.argmax(means))
-    out: list[tuple[str, float]] = []
+    alpha = 1 - level
+    reasons = [_untestable_reason(s) for s in samples]
+    means = [
+        math.fsum(s.values()) / len(s) if s and not r else math.nan
+        for s, r in zip(samples, reasons, strict=True)
+    ]
+    testable = [i for i, r in enumerate(reasons) if not r]
+    if not testable:
+        return [Mark(UNTESTABLE if r else "", math.nan, math.nan, "none", r) for r in reasons]
+    best = max(testable, key=lambda i: (means[i], -i))  # first of equal means
+    pairs = [(i, j) for x, i in enumerate(testable) for j in testable[x + 1 :]]
+    raw = [_t_statistic(samples[i], samples[j]) for i, j in pairs]
+    t = np.array([abs(r[0]) for r in raw])
+    df = np.array([r[1] for r in raw])
+    finite = ~np.isnan(t)
+    p = np.ones(len(pairs))
+    p[finite] = 2 * stats.t.sf(t[finite], df[finite])
+    adjusted = holm(list(p))
+    with_best = {
+        (j if i == best else i): (k, raw[k][2]) for k, (i, j) in enumerate(pairs) if best in (i, j)
+    }
+    out: list[Mark] = []
     for i, sample in enumerate(samples):
-        if i == best:
-            out.append(("", math.nan))
-            continue
-        p, _ = p_value(samples[best], sample)
-        if math.isnan(p):
-            out.append((UNTESTABLE, p))
+        if reasons[i]:
+            single_top = reasons[i] == ONE_SEED and sample and _mean(sample) > means[best]
+            why = BEST_ONE_SEED if single_top else reasons[i]
+            out.append(Mark(UNTESTABLE, math.nan, math.nan, "none", why))
+        elif i == best:
+            out.append(Mark("", math.nan, math.nan, "none"))
         else:
-            out.append((NOT_SIGNIFICANT if p >= 1 - level else "", p))
+            k, test = with_best[i]
+            if not finite[k]:
+                out.append(Mark(UNTESTABLE, math.nan, float(adjusted[k]), test, NO_SPREAD))
+            else:
+                mark = WORSE if adjusted[k] <= alpha else ""
+                out.append(Mark(mark, float(p[k]), float(adjusted[k]), test))
     return out
 
 
-def caption(level: float, method: str) -> str:
-    """The note a table with statistics carries: what the numbers and marks mean."""
-    interval = (
-        "Student-t interval"
-        if method == "t"
-        else f"percentile bootstrap interval ({BOOTSTRAP_RESAMPLES} resamples)"
-    )
+def _mean(sample: Mapping[int, float]) -> float:
+    return math.fsum(sample.values()) / len(sample)
+
+
+def caption(level: float, method: str, seed_counts: Iterable[int] = ()) -> str:
+    """The note a table with statistics carries: what the numbers and marks mean, and what an
+    unmarked cell does not mean; ``seed_counts`` (the cells' n) give the t quantiles quoted."""
     pct = f"{100 * level:g}%"
+    counts = sorted({int(n) for n in seed_counts if n >= 2})
+    if method == "t":
+        interval = "Student-t interval"
+        quantiles = ", ".join(f"{t_quantile(level, n):.2f} at n={n}" for n in counts)
+        width = f" (t quantile {quantiles})" if quantiles else ""
+    else:
+        interval = f"percentile bootstrap interval ({BOOTSTRAP_RESAMPLES} resamples)"
+        low = [n for n in counts if n < BOOTSTRAP_FLAG_SEEDS]
+        width = (
+            f" (with fewer than {BOOTSTRAP_FLAG_SEEDS} seeds it covers less than {pct}: about "
+            "91% at n=10 and 93% at n=20 for a nominal 95%)"
+            if low
+            else ""
+        )
     return (
-        f"statistics: [low, high] is the {pct} {interval} of the mean over n seeds (sample std, "
-        f"ddof = 1); {NOT_SIGNIFICANT} marks a value not significantly different from the best "
-        f"of its column (two-sided t-test at alpha = {1 - level:.3g}: paired when both cells "
-        f"ran the same seeds, else Welch's); {UNTESTABLE}: fewer than two seeds, not testable. "
-        "With two seeds the t quantile is 12.7, so intervals are wide."
+        f"statistics: [low, high] is the {pct} {interval} of the mean over n seeds{width}; "
+        "[no spread]: every seed gave the same value, no interval. "
+        f"{WORSE}: significantly below the best of its column (the largest mean among cells "
+        "with at least two seeds), by two-sided t-tests between every pair of cells of the "
+        "column (paired on shared seeds, else Welch's), Holm-adjusted so that the chance of "
+        f"any false {WORSE} in a column is at most {1 - level:.3g}. No mark means not shown "
+        "different with these seeds, not equivalent: with 2-3 seeds only large gaps can be "
+        f"shown. {UNTESTABLE}: not testable (one seed, no spread between seeds, or a NaN value)."
     )
 
 

@@ -1,10 +1,13 @@
 """Adds seed statistics to a built table: n, sample std, confidence interval, significance mark.
 
 The table keeps its own numbers (mean +- std as ``benchmark.reporting.tables`` prints them); each
-cell of a goal-sparsity column gains `` [low, high] n=k`` and, in the ranked (accuracy) columns, the
-mark ``≈`` when it is not significantly different from the best of its column and section (see
+cell of a goal-sparsity column gains `` [low, high] n=k`` (``[no spread]`` when every seed gave
+the same value, ``[n/a]`` with one seed) and, in the ranked (accuracy) columns, the mark ``↓``
+when it is significantly below the best of its column and section with the column's
+family-wise error controlled, or ``?`` when it cannot be tested (see
 :mod:`benchmark.reporting.seedstats`). The CSV gains ``n``, ``std_sample``, ``ci_low``,
-``ci_high`` and ``p_vs_best``. A note explains the marks.
+``ci_high``, ``p_vs_best`` (raw), ``p_holm`` (adjusted), ``test`` and ``untestable`` (why ``?``).
+A note explains the marks and what an unmarked cell does not mean.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from benchmark.reporting.seedstats import (
     CiMethod,
     caption,
     cell_samples,
+    check_level,
+    check_method,
     significance_marks,
     summarize,
 )
@@ -38,31 +43,45 @@ def annotate(
 
     ``rules`` must be the ones the table was built with (the same configurations are selected).
     """
+    check_level(level)
+    check_method(method)
     best, _ = select_cells(layout, plan, store, rules)
     samples: dict[str, dict] = {}
-    for block in table.blocks:
+    # (value, sample, metric, ranked column: (block, column, section) or None)
+    cells: list[tuple[Value, dict, str, tuple | None]] = []
+    for b, block in enumerate(table.blocks):
         for j, column in enumerate(block.columns):
             if column.goal is None:
                 continue
             if column.metric not in samples:
                 samples[column.metric] = cell_samples(plan, store, best, column.metric)
             by_metric = samples[column.metric]
-            ranked: dict[str, list[tuple[Value, dict]]] = {}
             for line in (ln for lines in block.groups for ln in lines):
                 value = line.values[j]
                 key = (line.section, line.label, float(column.goal), column.budget)
                 sample = by_metric.get(key)
                 if value.mean is None or not sample:
                     continue
-                _describe(value, sample, column.metric, level, method)
-                if column.metric == layout.highlight_metric and layout.ranked(line.section):
-                    ranked.setdefault(line.section, []).append((value, sample))
-            for entries in ranked.values():
-                marks = significance_marks([s for _, s in entries], level)
-                for (value, _), (mark, p) in zip(entries, marks, strict=True):
-                    value.annotation += mark
-                    value.stats["p_vs_best"] = p
-    table.notes.append(caption(level, method))
+                ranked = column.metric == layout.highlight_metric and layout.ranked(line.section)
+                group = (b, j, line.section) if ranked else None
+                cells.append((value, sample, column.metric, group))
+    # Every cell's seed count is known before any interval is computed: a bootstrap with too
+    # few seeds is refused as a whole, not after half the table.
+    counts = [len(sample) for _, sample, _, _ in cells]
+    check_method(method, counts)
+    columns: dict[tuple, list[tuple[Value, dict]]] = {}
+    for value, sample, metric, group in cells:
+        _describe(value, sample, metric, level, method)
+        if group is not None:
+            columns.setdefault(group, []).append((value, sample))
+    for entries in columns.values():
+        marks = significance_marks([s for _, s in entries], level)
+        for (value, _), mark in zip(entries, marks, strict=True):
+            value.annotation += mark.mark
+            value.stats.update(
+                p_vs_best=mark.p, p_holm=mark.p_holm, test=mark.test, untestable=mark.untestable
+            )
+    table.notes.append(caption(level, method, counts))
     return table
 
 
@@ -70,9 +89,12 @@ def _describe(value: Value, sample: dict, metric: str, level: float, method: CiM
     """Set the interval text and the CSV statistics of one cell."""
     summary = summarize(list(sample.values()), level, method)
     d = DECIMALS[metric]
-    interval = (
-        "[n/a]" if math.isnan(summary.low) else f"[{summary.low:.{d}f}, {summary.high:.{d}f}]"
-    )
+    if not summary.spread:
+        interval = "[no spread]"
+    elif math.isnan(summary.low):
+        interval = "[n/a]"
+    else:
+        interval = f"[{summary.low:.{d}f}, {summary.high:.{d}f}]"
     value.annotation = f" {interval} n={summary.n}"
     value.stats.update(
         n=summary.n,
@@ -80,4 +102,7 @@ def _describe(value: Value, sample: dict, metric: str, level: float, method: CiM
         ci_low=summary.low,
         ci_high=summary.high,
         p_vs_best=math.nan,
+        p_holm=math.nan,
+        test="",
+        untestable="",
     )

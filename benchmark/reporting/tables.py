@@ -28,6 +28,8 @@ from benchmark.core.errors import ConfigError
 from benchmark.experiments.base import Experiment, Scale, TableLayout
 from benchmark.reporting.selection import (
     TableRules,
+    configuration_stats,
+    join_store,
     per_row_means,
     select_cells,
     selection_metric,
@@ -69,7 +71,7 @@ class Value:
     paper_missing: bool = False
     # Hook for benchmark.reporting.table_stats: text shown after the value and extra CSV columns.
     annotation: str = ""
-    stats: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, float | str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ def build_table(
             groups.append(lines)
         _highlight(groups, columns, layout)
         blocks.append(BuiltBlock(block.title, columns, groups))
+    notes += _unplaced_notes(blocks, plan, store, rules)
     done = (
         plan.merge(store[["run_id", "status"]], on="run_id", how="left")
         if "status" in store
@@ -201,6 +204,35 @@ def build_table(
         with_paper=paper is not None,
         metric=select,
     )
+
+
+def _unplaced_notes(
+    blocks: list[BuiltBlock], plan: pd.DataFrame, store: pd.DataFrame, rules: TableRules | None
+) -> list[str]:
+    """Why a row of a method without a goal sparsity shows "---": the sparsities its
+    configurations reached, none close enough to that column (see TableRules)."""
+    rules = rules or TableRules()
+    empty = {
+        (ln.section, ln.label)
+        for b in blocks
+        for lines in b.groups
+        for ln in lines
+        if any(v.status == "none" for v, c in zip(ln.values, b.columns, strict=True) if c.goal)
+    }
+    rows = pd.Series(list(zip(plan["section"], plan["row"], strict=True)), index=plan.index)
+    free = plan[plan["goal"].isna() & rows.isin(empty)]
+    if free.empty:
+        return []
+    stats = configuration_stats(join_store(free, store), rules.ddof)
+    notes = []
+    for (section, row), group in stats.groupby(["section", "row"], sort=False):
+        reached = ", ".join(f"{v:.2f}%" for v in sorted(group["sparsity"].dropna()))
+        notes.append(
+            f"--- for {row} ({section}): it has no goal sparsity and its configurations "
+            f"reached {reached or 'no sparsity'}, not within {rules.tolerance:g} points of "
+            f"the empty columns (nor the closest within {rules.max_distance:g})"
+        )
+    return notes
 
 
 def _num(value: object) -> float | None:
@@ -247,7 +279,9 @@ def _highlight(groups: list[list[Line]], columns: list[Column], layout: TableLay
         by_section: dict[str, list[Value]] = {}
         for line in (line for lines in groups for line in lines):
             value = line.values[j]
-            if layout.ranked(line.section) and value.mean is not None:
+            # A NaN mean (a run that recorded NaN) ranks nowhere, least of all first.
+            ranked = value.mean is not None and not math.isnan(value.mean)
+            if layout.ranked(line.section) and ranked:
                 by_section.setdefault(line.section, []).append(value)
         for values in by_section.values():
             ranked = sorted({v.mean for v in values}, reverse=True)[: len(RANKS)]

@@ -11,10 +11,30 @@ from pathlib import Path
 from benchmark.experiments.base import Experiment, Scale
 
 
-def what_ran(experiment: Experiment, scale: Scale, store: str | Path) -> str:
-    """ "dataset, model" pairs of the runs of ``experiment`` at ``scale`` (sorted, joined)."""
-    pairs = {(r.cfg.data.name, r.cfg.model.name) for r in experiment.runs(scale, store)}
+def what_ran(
+    experiment: Experiment, scale: Scale, store: str | Path, section: str | None = None
+) -> str:
+    """ "dataset, model" pairs of the runs of ``experiment`` at ``scale`` (sorted, joined); only
+    those of ``section`` when given."""
+    pairs = {
+        (r.cfg.data.name, r.cfg.model.name)
+        for r in experiment.runs(scale, store)
+        if section is None or r.section == section
+    }
     return "; ".join(f"{data}, {model}" for data, model in sorted(pairs))
+
+
+def sections_not_run(experiment: Experiment, scale: Scale) -> list[str]:
+    """Sections of the paper-scale table that ``scale`` does not run (a smoke grid often keeps
+    one: the stable-unstable table's smoke runs stand in for CIFAR-10, not ImageNet). Figures
+    without a table layout give none (their paper grids are not expanded to find out)."""
+    if scale == "paper":
+        return []
+    paper, this = experiment.layout("paper"), experiment.layout(scale)
+    if paper is None or this is None:
+        return []
+    ran = {s for b in this.blocks for s, _ in b.groups}
+    return [s for s in dict.fromkeys(s for b in paper.blocks for s, _ in b.groups) if s not in ran]
 
 
 def scale_text(experiment: Experiment, scale: Scale, store: str | Path) -> str:

@@ -141,22 +141,46 @@ class Store:
         return target
 
     @contextlib.contextmanager
-    def lock(self, name: str, *, wait: bool = True) -> Iterator[None]:
-        """Hold ``<store>/.locks/<name>.lock`` (fcntl); ``wait=False`` raises RunLockedError."""
+    def lock(self, name: str, *, wait: bool = True) -> Iterator[HeldLock]:
+        """Hold ``<store>/.locks/<name>.lock`` (fcntl); ``wait=False`` raises RunLockedError.
+
+        The yielded :class:`HeldLock` can ``discard()`` a lock file this call created: it is
+        removed on release, while still held (a run refused for its configuration leaves no
+        file). A lock whose file was removed by its previous holder is taken again on the file
+        that is there now (a lock on a removed file would exclude nobody).
+        """
         folder = self.root / LOCK_DIR
-        folder.mkdir(parents=True, exist_ok=True)
+        made_folder = not folder.exists()
         path = folder / f"{name}.lock"
-        with open(path, "a") as fh:
+        while True:
+            folder.mkdir(parents=True, exist_ok=True)  # again: a discarding holder removes it
+            created = not path.exists()
+            try:
+                fh = open(path, "a")  # noqa: SIM115 (closed below, after the unlock)
+            except FileNotFoundError:  # the folder was removed between the two lines
+                continue
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except BlockingIOError:
+                fh.close()
                 raise RunLockedError(
                     f"{name} is already held by another process ({path})"
                 ) from None
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+            if _same_file(fh, path):
+                break
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
+        held = HeldLock(path, created)
+        try:
+            yield held
+        finally:
+            if held.discarded:
+                path.unlink(missing_ok=True)
+                if made_folder:
+                    with contextlib.suppress(OSError):  # another lock file appeared meanwhile
+                        folder.rmdir()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
 
     def clean_run_files(self, run_id: str) -> list[Path]:
         """Delete temporary files a killed write of ``run_id`` left; hold its run lock."""
@@ -172,6 +196,27 @@ class Store:
                 tmp.unlink(missing_ok=True)
                 removed.append(tmp)
         return removed
+
+
+class HeldLock:
+    """A lock :meth:`Store.lock` holds: its file, and whether that call created it."""
+
+    def __init__(self, path: Path, created: bool) -> None:
+        self.path = path
+        self.created = created
+        self.discarded = False
+
+    def discard(self) -> None:
+        """Remove the lock file on release if this lock created it (nothing else is left)."""
+        self.discarded = self.created
+
+
+def _same_file(fh: Any, path: Path) -> bool:
+    """Whether the open ``fh`` is still the file at ``path`` (not removed or replaced)."""
+    try:
+        return os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def read_record(path: Path) -> dict[str, Any]:

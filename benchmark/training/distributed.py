@@ -10,11 +10,11 @@ What stays identical to the one-process run (up to floating-point reduction orde
 - every pruning decision: all ranks hold the same weights (gradients are all-reduced), the
   methods draw randomness only from seeded generators, and the mask checksums are compared
   across ranks after every epoch (a mismatch fails the run);
-- BatchNorm: per-rank batch statistics by default (as DDP does; the running statistics of rank
-  0 are copied to every rank after each epoch, so evaluation is identical on all ranks), or
-  global statistics with ``runtime.sync_bn`` (torch's SyncBatchNorm on GPUs, an all-reduce
-  implementation on CPUs, where torch's refuses to run), which makes BN models equal to the
-  one-process run too.
+- BatchNorm: statistics over the global batch by default (torch's SyncBatchNorm on GPUs, an
+  all-reduce implementation on CPUs, where torch's refuses to run), so BN models equal the
+  one-process run too. Per-rank statistics (DDP's default; rank 0's running statistics are
+  copied to every rank after each epoch) are another experiment: only with
+  ``model.batchnorm_processes`` = the process count, which is in the run id.
 
 Rank 0 writes checkpoints, weights and the result; every rank resumes from the same checkpoint;
 a failure on any rank is recorded with that rank's error.
@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 from torch import Tensor, nn
 
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, check
 
 # How long a rank waits for the others in one collective before the run fails (a dead peer).
 TIMEOUT_S = 600.0
@@ -242,7 +242,8 @@ class DataParallel:
         data.shard = (self.rank, self.world)
 
     def prepare_model(self, model: nn.Module, device: torch.device) -> nn.Module:
-        """Convert BatchNorm layers for ``runtime.sync_bn`` (before masks and optimizer exist)."""
+        """Convert BatchNorm layers to whole-batch statistics unless the run normalises per
+        process (``sync_bn`` False; before masks and optimizer exist)."""
         if self.active and self.sync_bn:
             return convert_sync_bn(model, device)
         return model
@@ -301,7 +302,7 @@ class DataParallel:
         """The whole split's metrics from each process's metrics on its ``part`` of it."""
         if not self.active:
             return result
-        keys = sorted(result)
+        keys = sorted(k for k in result if k != "n")  # "n" (examples) sums: the total below
         count = part[1] - part[0]
         sums = torch.tensor(
             [result[k] * count for k in keys] + [count], dtype=torch.float64, device=device
@@ -313,7 +314,7 @@ class DataParallel:
             value = float(sums[i])
             # Accuracies are counts of hits: round away the division's rounding.
             out[key] = (value if key == "loss" else round(value)) / total
-        return out
+        return out | ({"n": round(total)} if "n" in result else {})
 
     def sync_buffers(self, model: nn.Module) -> None:
         """Copy rank 0's buffers (BatchNorm running statistics) to every rank."""
@@ -403,6 +404,7 @@ def job_process_group(configs: Sequence[Any]) -> Iterator[bool]:
         return
     for cfg in configs:
         check_batch(cfg.data.batch_size, tasks)
+        check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, tasks)
     devices = {cfg.runtime.device for cfg in configs}
     if len(devices) != 1:
         raise ConfigError("runtime.device", sorted(devices), "one device for the runs of a job")
@@ -460,6 +462,25 @@ def spawn(fn: Callable[..., Any], nproc: int, device: str, *args: Any) -> None:
         raise RankFailed(f"rank {err.error_index} failed:\n{err}") from None
     except mp.ProcessExitedException as err:
         raise RankFailed(f"rank {err.error_index} exited with code {err.exit_code}") from None
+
+
+def check_batchnorm_processes(batchnorm_processes: int, sync_bn: bool | None, nproc: int) -> None:
+    """Refuse a BatchNorm grouping the run id would not state (ConfigError): per-process
+    statistics need ``model.batchnorm_processes`` = ``nproc``, which is in the id."""
+    check(
+        nproc == 1 or sync_bn is not False or batchnorm_processes > 1,
+        "runtime.sync_bn",
+        sync_bn,
+        f"true or unset (whole-batch BatchNorm, the one-process experiment); for BatchNorm per "
+        f"process set model.batchnorm_processes = {nproc}: it is in the run id, so the result "
+        "is never taken for the one-process run's",
+    )
+    check(
+        batchnorm_processes in (1, nproc),
+        "model.batchnorm_processes",
+        batchnorm_processes,
+        f"1 (whole-batch BatchNorm) or the processes training the run ({nproc} here)",
+    )
 
 
 def check_gpus(device: str, nproc: int) -> None:

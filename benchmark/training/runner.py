@@ -35,6 +35,7 @@ from benchmark.training.distributed import (
     barrier,
     broadcast_value,
     check_batch,
+    check_batchnorm_processes,
     check_gpus,
     is_main,
     rank,
@@ -67,8 +68,23 @@ def environment(device: torch.device | str) -> dict[str, Any]:
     }
     if dev.type == "cuda":
         info["device_name"] = torch.cuda.get_device_name(dev)
+    info["cpu_name"] = cpu_name()
     info["git_commit"] = _git_commit()
     return info
+
+
+def cpu_name() -> str:
+    """The processor's model ("AMD EPYC 9654"): /proc/cpuinfo's model name on Linux, else what
+    ``platform`` knows (``processor()``, at worst the architecture)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def _git_commit() -> str | None:
@@ -168,13 +184,13 @@ def execute(
     validate(cfg)
     check_runtime(cfg)
     check_weights(cfg)
+    check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, world_size())
     store = Store(cfg.output.dir)
     rid = cfg.run_id
     # Data-parallel runs: rank 0 holds the lock and writes; the others only read.
     lock = store.lock(f"run-{rid}", wait=wait_for_lock) if is_main() else None
     try:
-        if lock is not None:
-            lock.__enter__()
+        held = lock.__enter__() if lock is not None else None
     except RunLockedError as err:
         raise RunLockedError(f"run {rid} is already running: {err}") from None
     try:
@@ -182,6 +198,12 @@ def execute(
             store.clean_run_files(rid)
         barrier()  # every rank sees the same store from here on
         return _execute_locked(cfg, store, force=force, require_resume=require_resume)
+    except ConfigError:
+        # Some checks need the data or the model (the warm-up in iterations, the prunable
+        # set): found under the lock, they still leave nothing behind, not even its file.
+        if held is not None:
+            held.discard()
+        raise
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)
@@ -398,6 +420,7 @@ def run_local(configs: Sequence[Any], nproc: int, **kwargs: Any) -> None:
     """
     for cfg in configs:
         check_batch(cfg.data.batch_size, nproc)
+        check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, nproc)
     devices = {cfg.runtime.device for cfg in configs}
     if len(devices) != 1:
         raise ConfigError("runtime.device", sorted(devices), "one device for every run")

@@ -90,7 +90,8 @@ class Trainer:
         self.cfg = cfg
         self.checkpoint_path = checkpoint_path
         # One process of a data-parallel run, or the whole run (see benchmark.training.distributed).
-        self.dp = DataParallel.current(cfg.runtime.sync_bn)
+        # Whole-batch BatchNorm unless the run id says per process (model.batchnorm_processes).
+        self.dp = DataParallel.current(cfg.model.batchnorm_processes == 1)
         self.device = rank_device(resolve_device(cfg.runtime.device))
         if cfg.runtime.threads > 0:
             torch.set_num_threads(cfg.runtime.threads)

@@ -27,6 +27,9 @@ from benchmark.models.registry import (
 from benchmark.schedules.original import validate_schedule
 from methods import get_method
 
+# More data-parallel processes than any cluster job here would start.
+MAX_PROCESSES = 4096
+
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Read a TOML file (default: BIMP on digits), apply overrides, parse and validate."""
@@ -51,6 +54,19 @@ def validate(cfg: RunConfig) -> None:
     validate_model_init(cfg.model.init)
     validate_pretrained(cfg.model.pretrained)
     validate_model_determinism(cfg.model.name, cfg.runtime.device, cfg.runtime.deterministic)
+    bn = cfg.model.batchnorm_processes
+    check(
+        1 <= bn <= MAX_PROCESSES,
+        "model.batchnorm_processes",
+        bn,
+        f"an integer in [1, {MAX_PROCESSES}] (1: BatchNorm over the whole batch)",
+    )
+    check(
+        bn == 1 or cfg.runtime.sync_bn is not True,
+        "runtime.sync_bn",
+        cfg.runtime.sync_bn,
+        f"false or unset with model.batchnorm_processes = {bn} (BatchNorm per process)",
+    )
     o = cfg.optim
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
     check(

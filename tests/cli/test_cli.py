@@ -115,6 +115,17 @@ def test_demo_takes_threads_and_overrides(tmp_path: Path) -> None:
     assert (args.threads, args.overrides) == (2, ["seed=3"])
 
 
+def test_demo_without_threads_keeps_a_set_thread_count(tmp_path: Path) -> None:
+    """--threads' default (0) was appended after --set and replaced runtime.threads=1 by 0."""
+    from benchmark.cli.app import demo_overrides
+
+    args = build_parser().parse_args(["demo", "--set", "runtime.threads=1"])
+    configs = demo_configs(tmp_path, 6, 0.9, demo_overrides(args))
+    assert {c.runtime.threads for c in configs.values()} == {1}
+    both = build_parser().parse_args(["demo", "--set", "runtime.threads=1", "--threads", "3"])
+    assert demo_overrides(both)[-1] == "runtime.threads=3"  # the explicit flag, last
+
+
 @pytest.mark.parametrize(
     "override", ["budget.epochs=12", "method.sparsity=0.5", "budget={epochs = 12}"]
 )

@@ -210,9 +210,10 @@ def test_run_id_is_stable_across_field_additions() -> None:
 
 # Literal ids: if one of these changes, every stored result would be orphaned. They moved on
 # purpose with IDENTITY_VERSION 2 (PyTorch-default init, Nesterov when weight decay > 0, the
-# reference WRN-28-10) and 3 (issue 25: the reference's pruning counts, CS's temperature at
-# evaluation): the same configs compute something else since, so results stored before must not
-# be found under them. The ids of version 1 are kept in OLD_IDS, those of version 2 in V2_IDS.
+# reference WRN-28-10) and 3 (the reference's pruning counts, CS's temperature at evaluation,
+# data-parallel runs normalising BatchNorm over the whole batch): the same configs compute
+# something else since, so results stored before must not be found under them. The ids of
+# version 1 are kept in OLD_IDS, those of version 2 in V2_IDS.
 RESNET56_DENSE = (
     "method.name=dense",
     "data.name=cifar10",
@@ -228,6 +229,7 @@ PINNED_IDS = {
     ("method.name=imp", "method.schedule=FT", "budget.epochs=5"): "imp-326a5e22eb7a",
     RESNET56_DENSE: "dense-053a5dcaa696",
 }
+# IDENTITY_VERSION 2: a multi-process run stored per-process BatchNorm under these ids.
 V2_IDS = {
     (): "bimp-2a554cecf8f8",
     ("method.sparsity=0.95",): "bimp-905b517dce44",
@@ -246,6 +248,15 @@ OLD_IDS = {
 @pytest.mark.parametrize(("overrides", "expected"), list(PINNED_IDS.items()))
 def test_pinned_run_ids(overrides: tuple[str, ...], expected: str) -> None:
     assert run_id(load_config(None, list(overrides))) == expected
+
+
+@pytest.mark.parametrize(("overrides", "old"), list(V2_IDS.items()))
+def test_version_2_run_ids_no_longer_collide(overrides: tuple[str, ...], old: str) -> None:
+    cfg = load_config(None, list(overrides))
+    text = json.dumps({**run_identity(cfg), "identity_version": 2}, sort_keys=True,
+                      separators=(",", ":"))  # fmt: skip
+    assert f"{cfg.method.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}" == old
+    assert run_id(cfg) != old and run_identity(cfg)["identity_version"] >= 3
 
 
 def _unversioned_id(cfg: RunConfig) -> str:

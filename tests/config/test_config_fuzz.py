@@ -49,6 +49,9 @@ CASES: list[tuple[list[str], str]] = [
     (["model.name=[1]"], "model.name"),
     (["model.name='maxvit_t'"], "model.name"),
     (["model.depth=3"], "model.depth"),
+    (["model.batchnorm_processes=0"], "model.batchnorm_processes"),
+    (["model.batchnorm_processes=2"], "model.batchnorm_processes"),  # one process trains it
+    (["model.batchnorm_processes=2", "runtime.sync_bn=true"], "runtime.sync_bn"),
     # optim
     (["optim.momentum=1.0"], "optim.momentum"),
     (["optim.momentum=-0.5"], "optim.momentum"),

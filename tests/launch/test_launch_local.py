@@ -319,3 +319,46 @@ def test_submit_flags_are_checked_before_anything_runs(
     assert main([*args, "--executor", "local", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "dry run: would submit 7 runs" in out and not (store / "grids" / "smoke.json").exists()
+
+
+def test_one_thread_rule_an_explicit_value_wins_everywhere() -> None:
+    """--threads, else the config's runtime.threads, else the executor's derived default."""
+    local = LaunchSettings(executor="local", workers=2)
+    assert local.run_threads(1) == 1  # the grid's explicit value
+    assert local.run_threads(0) == max(1, available_cores() // 2)  # derived: cores per worker
+    assert LaunchSettings(executor="local", workers=2, threads=3).run_threads(1) == 3
+    assert LaunchSettings(executor="debug").run_threads(0) == 0  # torch's default
+
+
+def test_submit_keeps_a_grids_explicit_thread_count(tmp_path: Path) -> None:
+    """submit replaced a grid's runtime.threads = 1 by cores / workers (2 on a 2-core machine:
+    an 8-run grid took 2 minutes instead of 20 s); reproduce kept it."""
+    store = tmp_path / "runs"
+    explicit = available_cores() + 1  # never what cores / workers derives
+    grid = tiny_grid(
+        "thr", base={**TINY, "budget": {"epochs": 1}, "runtime": {"threads": explicit}},
+        methods={"dense": {}},
+    )  # fmt: skip
+    settings = LaunchSettings(executor="debug")
+    exp = prepare(grid, store, settings)
+    assert {r.cfg.runtime.threads for r in exp.runs} == {explicit}
+    submit_grid(exp, store, settings)
+    (record,) = [Store(store).read(r.run_id) for r in exp.runs]
+    assert record is not None and record["environment"]["threads"] == explicit
+
+
+def test_threads_flag_overrides_a_grid_value_and_says_so(tmp_path: Path) -> None:
+    import io
+
+    store = tmp_path / "runs"
+    grid = tiny_grid(
+        "thr2", base={**TINY, "budget": {"epochs": 1}, "runtime": {"threads": 1}},
+        methods={"dense": {}},
+    )  # fmt: skip
+    settings = LaunchSettings(executor="debug", threads=2)
+    out = io.StringIO()
+    exp = prepare(grid, store, settings)
+    submit_grid(exp, store, settings, out=out)
+    (record,) = [Store(store).read(r.run_id) for r in exp.runs]
+    assert record is not None and record["environment"]["threads"] == 2
+    assert "--threads 2 replaces runtime.threads = 1 of 1 run" in out.getvalue()

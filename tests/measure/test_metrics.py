@@ -76,7 +76,8 @@ def test_evaluate_micro_accuracy_loss_and_mode_restored() -> None:
     model = DropoutLogits().train()
     batches = make_batches(10)
     result = evaluate(model, batches, num_classes=10)
-    assert set(result) == {"top1", "loss"}
+    # n: the examples evaluated, so a figure can say what one example is worth.
+    assert set(result) == {"top1", "loss", "n"} and result["n"] == 4
     # 2 of 4 correct: micro 0.5 (the mean of per-batch accuracies would be (1/3 + 1) / 2).
     assert result["top1"] == pytest.approx(0.5)
     all_logits = torch.cat([b[0] for b in batches])

@@ -97,3 +97,63 @@ def test_tables_statistics_and_exports_select_by_the_tables_metric(tmp_path, mon
     annotate(table, layout, plan, store)
     export_frame(experiment, "smoke", tmp_path)
     assert seen == ["iou", "iou", "iou"]
+
+
+class _TwoGoals:
+    """A table of two goal columns where each goal has its own winning configuration, plus a
+    method without a goal sparsity (CS-like) whose two configurations land in different
+    columns: the export must mark each configuration only where the table selects it."""
+
+    id = "two-goals"
+
+    def layout(self, scale: str):
+        from benchmark.experiments.base import Block, TableLayout
+
+        return TableLayout(blocks=(Block((90.0, 95.0), (("s", ("A", "C")),)),))
+
+    def plan(self, scale: str, store: object) -> pd.DataFrame:
+        from benchmark.experiments.base import PLAN_COLUMNS
+
+        rows = []
+        for tuned in ("wd=1e-4", "wd=5e-4"):
+            for seed in (0, 1):
+                for goal in (90.0, 95.0):
+                    rows.append((f"A-{goal:g}-{tuned}-{seed}", "s", "A", goal, "", 0.0, tuned,
+                                 seed, "gmp"))  # fmt: skip
+                rows.append((f"C-{tuned}-{seed}", "s", "C", float("nan"), "", 0.0, tuned,
+                             seed, "cs"))  # fmt: skip
+        return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+
+
+def _two_goal_store(tmp_path) -> pd.DataFrame:
+    plan = _TwoGoals().plan("paper", tmp_path)
+    store = Store(tmp_path)
+    for r in plan.to_dict("records"):
+        small_wd = r["tuned"] == "wd=1e-4"
+        if r["row"] == "A":  # 1e-4 wins at 90%, 5e-4 at 95%
+            val = 0.9 if small_wd == (r["goal"] == 90.0) else 0.8
+            sparsity = r["goal"] / 100
+        else:  # C: 1e-4 reaches 90.1%, 5e-4 95.1% (one configuration per column)
+            val, sparsity = 0.85, 0.901 if small_wd else 0.951
+        metrics = {"test": {"top1": val}, "val": {"top1": val}, "sparsity": sparsity,
+                   "speedup": 5.0, "images_per_s": 1.0, "wall_seconds": 1.0}  # fmt: skip
+        store.write({"run_id": r["run_id"], "status": "finished", "metrics": metrics})
+    return plan
+
+
+def test_export_marks_a_configuration_selected_only_at_the_goal_it_won(tmp_path) -> None:
+    from benchmark.reporting.export import export_frame
+
+    plan = _two_goal_store(tmp_path)
+    frame = export_frame(_TwoGoals(), "paper", tmp_path)  # type: ignore[arg-type]
+    assert len(frame) == len(plan)
+    a = frame[frame["row"] == "A"]
+    chosen = a[a["selected"]].groupby("goal")["tuned"].agg(set)
+    assert chosen.to_dict() == {90.0: {"wd=1e-4"}, 95.0: {"wd=5e-4"}}
+    assert a["selected"].sum() == 4  # one configuration x 2 seeds per goal
+    c = frame[frame["row"] == "C"]
+    assert c["selected"].all()  # each configuration is selected, at its own column
+    placed = c.groupby("tuned")["selected_goal"].agg(set).to_dict()
+    assert placed == {"wd=1e-4": {"90"}, "wd=5e-4": {"95"}}
+    won = a[a["selected"]]
+    assert (won["selected_goal"] == won["goal"].map("{:g}".format)).all()

@@ -58,7 +58,10 @@ def test_selection_criteria_tradeoffs_have_sparsity_and_speedup_rows(tmp_path):
     fig, _ = _figure("appendix-confidence-cifar10-oneshot", tmp_path)
     assert len(fig.axes) == 4
     top, bottom = fig.axes[:2], fig.axes[2:]
-    assert [ax.get_title() for ax in top] == ["FT", "SLR"]
+    # At smoke scale each panel also says what trained there (the section names the paper's).
+    assert [ax.get_title() for ax in top] == [
+        f"{s} (smoke: digits, cnn_wide)" for s in ("FT", "SLR")
+    ]
     assert all(ax.get_xlabel() == "sparsity (%)" for ax in top)
     assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in bottom)
     for ax in fig.axes:
@@ -115,7 +118,10 @@ def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tm
         "Iterative (2 cycles), FT",
         "Iterative (2 cycles), SLR",
     ]
-    assert [ax.get_title() for ax in fig.axes[:4]] == titles
+    from benchmark.reporting.titles import what_ran
+
+    ran = what_ran(get_experiment("appendix-distribution-layer-collapse"), "smoke", tmp_path)
+    assert [ax.get_title() for ax in fig.axes[:4]] == [f"{t} (smoke: {ran})" for t in titles]
     assert all(ax.get_xlabel() == "sparsity (%)" for ax in fig.axes[:4])
     assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in fig.axes[4:])
     for ax in fig.axes:
@@ -164,7 +170,7 @@ def test_lines_of_one_figure_never_share_a_colour(tmp_path):
 def test_figures_explain_bands_references_and_rows_left_out(tmp_path):
     fig, plan = _figure("cifar10-envelope", tmp_path)
     title = fig.get_suptitle()
-    assert "Shaded bands: min to max over seeds" in title
+    assert "Points: mean over 2 seeds; shaded bands: min to max over them" in title
     assert "Renda et al., its own budget" in title
     assert "Not shown" not in title  # every row has points in the synthetic store
     fig, plan = _figure("stable-unstable-results", tmp_path, store=pd.DataFrame())

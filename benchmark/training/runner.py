@@ -19,7 +19,7 @@ import torch
 from benchmark.config.parse import config_to_dict
 from benchmark.config.run import RunConfig, check, run_identity
 from benchmark.core.errors import ConfigError
-from benchmark.core.files import CorruptFileError, load_checkpoint, save_checkpoint
+from benchmark.core.files import CorruptFileError, load_checkpoint, save_weights
 from benchmark.measure.run_latency import measure_after_training
 from benchmark.store.results import (
     FAILED,
@@ -224,7 +224,7 @@ def _execute_locked(
         "finished": time.time(),
     }
     if is_main():
-        save_checkpoint(trainer.final_weights(), store.weights_path(rid))
+        save_weights(trainer.final_weights(), store.weights_path(rid))
         store.write(record, force=force)
         ckpt_path.unlink(missing_ok=True)
         measure_after_training(cfg)  # only with latency.measure (grids' [latency], --set)

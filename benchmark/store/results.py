@@ -10,17 +10,31 @@ that is about to be overwritten is moved to ``archive/`` first.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
+import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmark.core.files import TMP_SUFFIX, tmp_prefix, unique_stamp, write_json_atomic
-from benchmark.store.errors import CorruptRecord, ResultExistsError, RunLockedError, StoreWarning
+from benchmark.core.files import (
+    TMP_SUFFIX,
+    save_weights,
+    tmp_prefix,
+    unique_stamp,
+    write_json_atomic,
+)
+from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported for callers)
+    CorruptRecord,
+    ResultExistsError,
+    RunLockedError,
+    StoreWarning,
+)
+from benchmark.store.locking import hold, lock_path
+from benchmark.store.publish import ANY_RESULT, publish
 
 FINISHED = "finished"
 
@@ -29,6 +43,10 @@ FAILED = "failed"
 
 
 LOCK_DIR = ".locks"
+
+
+# Complete files waiting to become a run's record or weights (never removed as temporary).
+STAGED_SUFFIX = ".staged"
 
 
 class Store:
@@ -89,27 +107,118 @@ class Store:
         return out
 
     # ------------------------------------------------------------------ writing
-    def write(self, record: dict[str, Any], *, force: bool = False) -> Path:
-        """Atomically write a run record; a finished one is archived, never overwritten."""
+    def write(
+        self,
+        record: dict[str, Any],
+        *,
+        force: bool = False,
+        replaces: dict[str, Any] | None = ANY_RESULT,
+    ) -> Path:
+        """Atomically write a run record; a finished one is archived, never overwritten.
+
+        Without ``force`` a finished result stays and ResultExistsError is raised. With
+        ``force`` the finished result is moved to ``archive/`` first; ``replaces`` (the record
+        the rerun started from, None for none) makes a rerun that finishes second keep the first
+        one's result: its own goes to the archive (warned), and that path is returned. Safe
+        without the lock too (:mod:`benchmark.store.publish`).
+        """
         run_id = record["run_id"]
-        path = self.result_path(run_id)
         with self.lock("store"):
-            try:
-                current: dict[str, Any] | None = read_record(path)
-            except FileNotFoundError:
-                current = None
-            except (OSError, CorruptRecord) as err:
-                moved = self._archive(path, ".corrupt")
-                warnings.warn(
-                    f"result {path} is unreadable ({err}); kept as {moved}", StoreWarning, 2
-                )
-                current = None
-            if current is not None and current.get("status") == FINISHED:
-                if not force:
-                    raise ResultExistsError(f"run {run_id} has finished; use --force to rerun it")
-                self._archive(path, "", keep=True)
-            write_json_atomic(path, record)
-        return path
+            staged = self._stage(self.result_path(run_id), record)
+            if self._publish(staged, record, force=force, replaces=replaces):
+                return self.result_path(run_id)
+            if not force:
+                staged.unlink(missing_ok=True)
+                raise ResultExistsError(f"run {run_id} has finished; use --force to rerun it")
+            return self._keep_second(staged, run_id)
+
+    def write_result(
+        self,
+        record: dict[str, Any],
+        weights: dict[str, Any],
+        *,
+        force: bool = False,
+        replaces: dict[str, Any] | None = ANY_RESULT,
+    ) -> Path:
+        """Write a finished run's record and final weights (compact: see
+        :func:`benchmark.core.files.save_weights`); returns where the record went.
+
+        Both are staged completely first. The first finished result of a run wins: a result
+        that loses (another process finished the run meanwhile, or, with ``replaces`` the record
+        the rerun started from, a forced rerun finished first) is archived with its weights
+        (``archive/<run>-<stamp>.json`` and ``.pt``) and warned, never lost. Safe without the
+        lock too.
+        """
+        run_id = record["run_id"]
+        target = self.weights_path(run_id)
+        staged_weights = target.with_name(f".{target.name}.{uuid.uuid4().hex}{STAGED_SUFFIX}")
+        save_weights(weights, staged_weights)
+        try:
+            with self.lock("store"):
+                staged = self._stage(self.result_path(run_id), record)
+                if self._publish(staged, record, force=force, replaces=replaces):
+                    # The record wins first, then its weights: never another result's weights
+                    # under this run's name. Children that find them missing wait for the lock.
+                    os.replace(staged_weights, target)
+                    return self.result_path(run_id)
+                kept = self._keep_second(staged, run_id)
+                os.replace(staged_weights, kept.with_suffix(".pt"))
+                return kept
+        finally:
+            staged_weights.unlink(missing_ok=True)
+
+    def _stage(self, path: Path, record: dict[str, Any]) -> Path:
+        """``record`` written completely under a unique name beside ``path``."""
+        staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}{STAGED_SUFFIX}")
+        write_json_atomic(staged, record)
+        return staged
+
+    def _publish(
+        self,
+        staged: Path,
+        record: dict[str, Any],
+        *,
+        force: bool,
+        replaces: dict[str, Any] | None,
+    ) -> bool:
+        return publish(
+            staged,
+            self.result_path(record["run_id"]),
+            record,
+            force=force,
+            replaces=replaces,
+            read=self._read_or_none,
+            set_aside=self._set_aside,
+        )
+
+    def _read_or_none(self, path: Path) -> dict[str, Any] | None:
+        try:
+            return read_record(path)
+        except FileNotFoundError:
+            raise
+        except (OSError, CorruptRecord):
+            return None
+
+    def _set_aside(self, path: Path, current: dict[str, Any] | None) -> Path | None:
+        """Rename the result at ``path`` into the archive; None if it is gone already."""
+        try:
+            moved = self._archive(path, ".corrupt" if current is None else "")
+        except FileNotFoundError:
+            return None
+        if current is None:
+            warnings.warn(f"result {path} is unreadable; kept as {moved}", StoreWarning, 4)
+        return moved
+
+    def _keep_second(
+        self, staged: Path, run_id: str, why: str = "was finished by another process first"
+    ) -> Path:
+        """Archive a staged result that did not become the run's; returns its archive path."""
+        folder = self.archive_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = folder / f"{run_id}-{unique_stamp()}.json"
+        os.replace(staged, kept)
+        warnings.warn(f"run {run_id} {why}; this result is kept as {kept}", StoreWarning, 3)
+        return kept
 
     def update_metrics(self, run_id: str, metrics: dict[str, Any]) -> bool:
         """Merge ``metrics`` into a finished run's record, under the store lock (a concurrent
@@ -142,24 +251,17 @@ class Store:
 
     @contextlib.contextmanager
     def lock(self, name: str, *, wait: bool = True) -> Iterator[None]:
-        """Hold ``<store>/.locks/<name>.lock`` (fcntl); ``wait=False`` raises RunLockedError."""
-        folder = self.root / LOCK_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{name}.lock"
-        with open(path, "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                raise RunLockedError(
-                    f"{name} is already held by another process ({path})"
-                ) from None
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        """Hold the lock file ``<store>/.locks/<name>.lockfile`` (no flock: see
+        :mod:`benchmark.store.locking`); ``wait=False`` raises RunLockedError naming the owner."""
+        with hold(lock_path(self.root / LOCK_DIR, name), wait=wait):
+            yield
 
-    def clean_run_files(self, run_id: str) -> list[Path]:
-        """Delete temporary files a killed write of ``run_id`` left; hold its run lock."""
+    def clean_run_files(self, run_id: str, *, orphan_after_s: float = 600.0) -> list[Path]:
+        """Delete temporary files a killed write of ``run_id`` left; hold its run lock.
+
+        A staged record older than ``orphan_after_s`` (its writer was killed before it became
+        the result) is a complete result: it goes to ``archive/``, never deleted.
+        """
         removed = []
         for target in (
             self.result_path(run_id),
@@ -168,9 +270,24 @@ class Store:
         ):
             if not target.parent.exists():
                 continue
-            for tmp in target.parent.glob(f"{tmp_prefix(target)}*{TMP_SUFFIX}"):
-                tmp.unlink(missing_ok=True)
-                removed.append(tmp)
+            prefix = tmp_prefix(target)
+            # Temporary files of the target and of its staged files (``..<name>.*.tmp``).
+            for pattern in (f"{prefix}*{TMP_SUFFIX}", f".{prefix}*{TMP_SUFFIX}"):
+                for tmp in target.parent.glob(pattern):
+                    tmp.unlink(missing_ok=True)
+                    removed.append(tmp)
+            for staged in target.parent.glob(f"{prefix}*{STAGED_SUFFIX}"):
+                try:
+                    old = time.time() - staged.stat().st_mtime > orphan_after_s
+                except FileNotFoundError:
+                    continue
+                if not old:
+                    continue  # a writer may be publishing it right now
+                if target.suffix == ".json":
+                    self._keep_second(staged, run_id, "has a result its killed writer staged")
+                else:
+                    staged.unlink(missing_ok=True)
+                removed.append(staged)
         return removed
 
 

@@ -1,10 +1,13 @@
 """The results store: one JSON file per run, its checkpoint and final weights, written atomically.
 
-Writes of records are serialised by a lock file (``<store>/.locks/store.lock``): a finished
-result that is replaced (``--force``) is first linked into ``archive/`` under a unique name and
-only then replaced atomically, so concurrent forced reruns and a failing final write lose nothing.
-A record that cannot be read is reported by its path and skipped, never stopping the rest; one
-that is about to be overwritten is moved to ``archive/`` first.
+Writes of records take the store's lock file (``<store>/.locks/store.lockfile``, see
+:mod:`benchmark.store.locking`: no flock, so it holds on shared filesystems), but do not rely on
+it: a record is staged whole and becomes the result by an atomic link (see
+:mod:`benchmark.store.publish`). A finished result that is replaced (``--force``) goes to
+``archive/`` under a unique name; one that comes second (another process finished the same run
+first) goes there too, with its weights; so concurrent reruns and a failing final write lose
+nothing. A record that cannot be read is reported by its path and skipped, never stopping the
+rest; one that is about to be overwritten is moved to ``archive/`` first.
 """
 
 from __future__ import annotations

@@ -321,3 +321,28 @@ def test_flock_is_never_called(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     with Store(tmp_path).lock("store"), store_lock(tmp_path):
         pass
     assert calls == []
+
+
+@pytest.mark.parametrize(("listed", "recovered"), [("", True), ("RUNNING", False)])
+def test_a_lock_of_a_job_squeue_no_longer_lists_is_recovered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listed: str, recovered: bool
+) -> None:
+    import benchmark.store.locking as locking
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    squeue = bin_dir / "squeue"
+    squeue.write_text(f"#!/bin/sh\necho '{listed}'\n")
+    squeue.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(locking, "_SQUEUE_SEEN", {})
+    path = tmp_path / "run-x.lockfile"
+    _write_owner(path, host="node-elsewhere", pid=7, boot_id="other", slurm_job="5150_2")
+    lock = locking.LockFile(path)
+    if recovered:
+        with pytest.warns(StoreWarning, match="squeue no longer lists its SLURM job 5150_2"):
+            lock.acquire(wait=False)
+        lock.release()
+    else:
+        with pytest.raises(locking.RunLockedError, match="SLURM job 5150_2"):
+            lock.acquire(wait=False)

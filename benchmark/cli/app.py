@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmark.cli import launch as launch_cli
     from benchmark.cli import report as report_cli
     from benchmark.cli import schedules as schedule_cli
+    from benchmark.cli import storage as storage_cli
 
     parser = argparse.ArgumentParser(
         prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     experiments_cli.add_parsers(sub)
     launch_cli.add_parsers(sub)
     report_cli.add_parsers(sub)
+    storage_cli.add_parsers(sub)
     _show_defaults(parser)
     return parser
 
@@ -434,6 +436,12 @@ def _report_commands() -> dict[str, Any]:
     return report_cli.COMMANDS
 
 
+def _storage_commands() -> dict[str, Any]:
+    from benchmark.cli import storage as storage_cli
+
+    return storage_cli.COMMANDS
+
+
 COMMANDS = {
     "run": cmd_run,
     "demo": cmd_demo,
@@ -445,6 +453,7 @@ COMMANDS = {
     **_experiment_commands(),
     **_launch_commands(),
     **_report_commands(),
+    **_storage_commands(),
 }
 
 

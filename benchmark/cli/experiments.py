@@ -59,6 +59,14 @@ def add_parsers(sub: Any) -> None:
         "ids unchanged)",
     )
     rep.add_argument(
+        "--keep",
+        choices=("all", "needed"),
+        default="all",
+        help="final weights kept: all runs', or only what later steps need (dense parents, "
+        "each cell's selected configuration, runs whose latency is still to be measured); "
+        "the rest is freed once the table is built (prunebench free)",
+    )
+    rep.add_argument(
         "--measure-latency",
         action="store_true",
         help="time each run right after training (latency.measure; run ids unchanged)",
@@ -328,7 +336,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     experiment = get_experiment(args.id)
     # Absolute output dirs: launcher workers may run from another directory.
-    configs = unique_configs(experiment.runs(args.scale, Path(args.store).resolve()))
+    planned = experiment.runs(args.scale, Path(args.store).resolve())
+    configs = unique_configs(planned)
     if args.data_root is not None:
         configs = reading_from(configs, args.data_root, args.scale)
     store = Store(args.store)
@@ -338,6 +347,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if args.dry_run:
+        from benchmark.cli.disk import reproduce_disk_line
+
+        line = reproduce_disk_line(experiment, args.scale, planned, missing, args.store)
+        print(f"[reproduce] {line}", file=sys.stderr)
         return 0
     experiment.prepare(args.scale)
     if args.measure_latency:
@@ -354,6 +367,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     )
     if args.executor == "slurm":
         print(f"[reproduce] when the jobs are done: prunebench table/plot {experiment.id}")
+        if args.keep == "needed":
+            print(f"[reproduce] then free what the table does not need: prunebench free {args.id}")
         return 0
     if experiment.layout(args.scale) is not None:
         from benchmark.reporting.tables import rebuild
@@ -372,6 +387,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         figures = Path(args.out) if args.out else Path(DEFAULT_FIGURES)
         for path in draw(experiment, args.scale, args.store, figures):
             print(f"wrote {path}")
+    if args.keep == "needed":
+        from benchmark.cli.disk import free_after_reproduce
+
+        summary = free_after_reproduce(experiment, args.scale, args.store, planned)
+        print(f"[reproduce] --keep needed: {summary}", file=sys.stderr)
     return 0
 
 

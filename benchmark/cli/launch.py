@@ -240,6 +240,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return 1
     # What was queued is said at once; --wait then follows it (SLURM returns once queued).
     print(result.summary(), flush=True)
+    if args.dry_run:
+        from benchmark.cli.disk import submit_disk_line
+
+        print(submit_disk_line(result), flush=True)
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
     st = Store(store)

@@ -5,6 +5,9 @@ target (``.<name>.<random>.tmp``) and is renamed over it. Checkpoints and weight
 ``torch.load(weights_only=True)``, which only rebuilds tensors, plain containers, numbers and
 strings, so a crafted ``.pt`` file in a store copied from elsewhere cannot run code; a file that
 does not load that way is reported as :class:`CorruptFileError`, naming it.
+
+Final weights are written packed (:mod:`benchmark.core.packed`: the nonzero values and a bitmask
+or their positions) and every load unpacks them, so readers always get the plain state dict.
 """
 
 from __future__ import annotations
@@ -19,11 +22,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmark.core.errors import CorruptFileError
+from benchmark.core.packed import is_packed, pack_state, unpack_state
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CorruptFileError", "load_checkpoint", "save_checkpoint", "write_json_atomic"]
+__all__ = [
+    "CorruptFileError",
+    "load_checkpoint",
+    "save_checkpoint",
+    "save_weights",
+    "write_json_atomic",
+]
 
 TMP_SUFFIX = ".tmp"
 
@@ -60,8 +70,17 @@ def save_checkpoint(state: dict[str, Any], path: Path) -> None:
     _atomic_replace(path, lambda fh: torch.save(state, fh))
 
 
+def save_weights(state: dict[str, Any], path: Path) -> None:
+    """Atomically save a model's final state dict, its sparse tensors packed
+    (:func:`benchmark.core.packed.pack_state`); :func:`load_checkpoint` reads it back exactly."""
+    import torch
+
+    _atomic_replace(path, lambda fh: torch.save(pack_state(state), fh))
+
+
 def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a checkpoint or weights file without running code; raises CorruptFileError."""
+    """Load a checkpoint or weights file without running code (packed weights unpacked);
+    raises CorruptFileError."""
     import torch
 
     try:
@@ -75,6 +94,11 @@ def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str,
         ) from None
     if not isinstance(state, dict):
         raise CorruptFileError(path, f"holds a {type(state).__name__}, not a checkpoint dict")
+    if is_packed(state):
+        try:
+            state = unpack_state(state)
+        except ValueError as err:
+            raise CorruptFileError(path, str(err)) from None
     return state
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import socket
 import time
@@ -15,6 +14,7 @@ from typing import Any
 
 from benchmark.core.files import move_aside, write_json_atomic
 from benchmark.store.errors import CorruptRecord, StoreWarning
+from benchmark.store.locking import hold, lock_path
 
 RECORD_DIR = "grids"
 RECORD_VERSION = 1
@@ -154,21 +154,20 @@ _HELD_LOCKS: set[Path] = set()
 def store_lock(store: Path) -> Iterator[None]:
     """Serialise submissions to one store (planning reads, submitting writes the records).
 
-    Re-entrant within a process: flock would block on a second descriptor of the same file.
+    A lock file (``grids/submit.lockfile``, :mod:`benchmark.store.locking`): it holds across
+    the nodes of a shared filesystem, where flock may fail or be node-local. Re-entrant within a
+    process: a second acquire of a held lock file would wait for itself.
     """
     folder = records_dir(store).resolve()
     if folder in _HELD_LOCKS:
         yield
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    with hold(lock_path(folder, "submit")):
         _HELD_LOCKS.add(folder)
         try:
             yield
         finally:
             _HELD_LOCKS.discard(folder)
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _valid_submissions(subs: Any) -> bool:

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from benchmark.config.run import RunConfig
+from benchmark.core.files import load_checkpoint
 from benchmark.training.validation import load_config
 
 GOAL = 0.8
@@ -221,7 +220,7 @@ class _RunChecks:
 
         trainer = Trainer(self.cfg)
         weights = Store(self.cfg.output.dir).weights_path(self.cfg.run_id)
-        trainer.model.load_state_dict(torch.load(weights, weights_only=True))
+        trainer.model.load_state_dict(load_checkpoint(weights))
         stats = sparsity_stats(trainer.model, trainer.ctx.prunable)
         speed = trainer.task.speedup(trainer.model, trainer.data)
         m = self.metrics

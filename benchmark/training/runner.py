@@ -20,7 +20,7 @@ import torch
 from benchmark.config.parse import config_to_dict
 from benchmark.config.run import RunConfig, check, run_identity
 from benchmark.core.errors import ConfigError
-from benchmark.core.files import CorruptFileError, load_checkpoint, save_checkpoint
+from benchmark.core.files import CorruptFileError, load_checkpoint
 from benchmark.measure.run_latency import measure_after_training
 from benchmark.models.pretrained import require_available
 from benchmark.store.results import (
@@ -110,7 +110,7 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
     weights = store.weights_path(pid)
     if not store.is_finished(pid):
         execute(parent, wait_for_lock=True)
-    elif not weights.exists():
+    elif not weights.exists() and not _weights_after_lock(store, pid):
         # The parent's result survived but its weights did not: train it again (the old result
         # goes to archive/), since a child can only start from those weights.
         warnings.warn(
@@ -128,6 +128,13 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
             f"{err.reason}; the weights of dense parent {pid} are unusable: delete the file and "
             f"rerun the parent (prunebench run --force with its config) to train them again",
         ) from None
+
+
+def _weights_after_lock(store: Store, rid: str) -> bool:
+    """Whether ``rid``'s weights exist once its run lock is free: a record is published a moment
+    before its weights are moved into place, both under that lock."""
+    with store.lock(f"run-{rid}"):
+        return store.weights_path(rid).exists()
 
 
 def check_runtime(cfg: RunConfig) -> None:
@@ -239,6 +246,8 @@ class Session:
     resumed: bool
     started: float
     force: bool
+    # The stored record this run started from (a forced rerun replaces only that one).
+    replaces: dict[str, Any] | None = None
 
     def fail(self, err: BaseException) -> None:
         """Record ``err`` as the run's failure (a configuration error leaves no record)."""
@@ -276,8 +285,11 @@ class Session:
             "finished": time.time(),
         }
         if is_main():
-            save_checkpoint(trainer.final_weights(), store.weights_path(rid))
-            store.write(record, force=self.force)
+            # The first finished result wins even where locks fail: a forced rerun replaces only
+            # the result it started from; a result that comes second is archived with its weights.
+            store.write_result(
+                record, trainer.final_weights(), force=self.force, replaces=self.replaces
+            )
             store.checkpoint_path(rid).unlink(missing_ok=True)
             measure_after_training(cfg)  # only with latency.measure (grids' [latency], --set)
         barrier()  # the result and weights exist for every rank (children load the weights)
@@ -309,7 +321,7 @@ def begin(
     except Exception as err:
         _write_failure(store, cfg, err, started)
         raise
-    return Session(cfg, store, trainer, pid, resumed, started, force)
+    return Session(cfg, store, trainer, pid, resumed, started, force, existing)
 
 
 def _trainer(cfg: RunConfig, ckpt_path: Path, parent_state: Any) -> tuple[Any, bool]:

@@ -9,6 +9,7 @@ import pytest
 import torch
 from helpers import comparable, record_lrs, run_interrupted, run_uninterrupted, tiny_config
 
+from benchmark.core.files import load_checkpoint
 from benchmark.schedules.original import linear_decay
 from benchmark.schedules.retraining import retrain_lrs
 from benchmark.store.results import Store
@@ -100,7 +101,7 @@ def test_imp_from_parent_starts_from_parent_weights(tmp_path: Path) -> None:
     )
     execute(cfg)
     parent_id = Store(store).read(cfg.run_id)["parent_run_id"]
-    parent_state = torch.load(Store(store).weights_path(parent_id))
+    parent_state = load_checkpoint(Store(store).weights_path(parent_id))
     trainer = Trainer(cfg, None, parent_state)
     for key, value in trainer.model.state_dict().items():
         # On a GPU the model lives there; the parent's weights were saved from the CPU.
@@ -178,7 +179,7 @@ def test_structured_filter_pruning_zeroes_filters_and_bn_channels(tmp_path: Path
         "method.sparsity=0.5",
     )
     record = execute(cfg)
-    weights = torch.load(Store(cfg.output.dir).weights_path(cfg.run_id))
+    weights = load_checkpoint(Store(cfg.output.dir).weights_path(cfg.run_id))
     convs = [k for k, v in weights.items() if k.endswith("weight") and v.dim() == 4]
     assert convs
     for name in convs:

@@ -14,6 +14,7 @@ import pytest
 import torch
 from helpers import comparable, record_lrs, run_interrupted, run_uninterrupted, tiny_config
 
+from benchmark.core.files import load_checkpoint
 from benchmark.store.results import Store
 from benchmark.training.runner import execute
 from benchmark.training.state import DivergenceError
@@ -231,7 +232,7 @@ def test_post_training_finetune_keeps_zeros_and_reports_choice(tmp_path: Path) -
     assert len(record["history"]) == 5
     assert m["finetune"]["epochs"] == 2 and isinstance(m["finetune"]["used"], bool)
     assert m["sparsity"] == pytest.approx(0.9, abs=1e-3)
-    weights = torch.load(Store(cfg.output.dir).weights_path(cfg.run_id))
+    weights = load_checkpoint(Store(cfg.output.dir).weights_path(cfg.run_id))
     zeros = sum(
         int((w == 0).sum()) for k, w in weights.items() if k.endswith("weight") and w.dim() > 1
     )

@@ -1,0 +1,56 @@
+"""The disk lines of ``reproduce --dry-run`` and ``submit --dry-run``, and ``reproduce --keep
+needed`` (see :mod:`benchmark.reporting.keep` and :mod:`benchmark.store.footprint`).
+
+Heavy imports happen inside the functions, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def free_after_reproduce(experiment: Any, scale: str, store_dir: str, runs: Sequence[Any]) -> str:
+    """``reproduce --keep needed``: free what the table just built no longer needs."""
+    from benchmark.reporting.keep import Considered, free_weights, plan_free
+
+    spec = Considered(experiment, scale, list(runs))
+    plan = free_weights(store_dir, plan_free(store_dir, [spec]))
+    return plan.summary(done=True).replace("\n", "; ")
+
+
+def reproduce_disk_line(
+    experiment: Any, scale: str, runs: Sequence[Any], missing: Sequence[Any], store_dir: str
+) -> str:
+    """The dry run's disk line: the weights of the missing runs (and of the dense parents they
+    still need), packed and as dense, and what ``--keep needed`` keeps of the whole table once
+    it is complete."""
+    from benchmark.reporting.keep import kept_bytes_estimate
+    from benchmark.store.footprint import format_bytes
+    from benchmark.store.results import Store
+    from benchmark.training.footprint import config_bytes, estimate
+    from methods import get_method
+
+    todo = list(missing)
+    store = Store(store_dir)
+    parents = {}
+    for cfg in todo:
+        parent = get_method(cfg.method.name)(cfg).parent_config()
+        if parent is not None and not store.is_finished(parent.run_id):
+            parents.setdefault(parent.run_id, parent)
+    needed = estimate([*todo, *parents.values()])
+    configs = {r.cfg.run_id: r.cfg for r in runs} | parents
+    sizes = {rid: (config_bytes(cfg) or (0, 0))[1] for rid, cfg in configs.items()}
+    kept = kept_bytes_estimate(runs, sizes, experiment.layout(scale))
+    extra = f" and their {len(parents)} dense parents" if parents else ""
+    line = needed.line(f"the {len(todo)} missing runs{extra}")
+    return f"disk: {line}; with --keep needed the table keeps ~{format_bytes(kept)}"
+
+
+def submit_disk_line(result: Any) -> str:
+    """The dry run's disk line of a grid: the weights of the runs it would submit."""
+    from benchmark.training.footprint import estimate
+
+    return "  disk: " + estimate(n.cfg for n in result.plan.submit).line(
+        f"the {len(result.plan.submit)} runs to submit"
+    )

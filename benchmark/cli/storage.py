@@ -1,0 +1,75 @@
+"""``prunebench free``: delete the final weights no later step needs (benchmark.reporting.keep).
+
+Heavy imports (torch, pandas, the specs) happen inside the functions, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_STORE = "results/runs"
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``free`` on the ``prunebench`` sub-parser set."""
+    free = sub.add_parser(
+        "free",
+        help="delete the final weights no table cell, child run or latency measurement needs",
+        description="Delete the final weights (weights/<run>.pt) that no later step needs: "
+        "kept are every dense parent, each table cell's selected configuration (all seeds), "
+        "every run of a cell that still misses runs, runs whose latency is still to be "
+        "measured, and runs of no table or figure considered. Records and metrics stay, so "
+        "tables, figures and exports are unchanged.",
+    )
+    free.add_argument(
+        "ids", nargs="*", metavar="ID", help="tables/figures whose runs to consider (default: all)"
+    )
+    free.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+    free.add_argument(
+        "--scale",
+        choices=("auto", "smoke", "paper"),
+        default="auto",
+        help="which plan of each id (auto: smoke when the store holds smoke runs of it)",
+    )
+    free.add_argument("--dry-run", action="store_true", help="only say what would be freed")
+
+
+def considered(ids: Sequence[str], scale: str, store_dir: str) -> list[Any]:
+    """The specs ``ids`` (all of them when empty) with their planned runs at ``scale``."""
+    from benchmark.cli.experiments import _scale
+    from benchmark.experiments import get_experiment
+    from benchmark.experiments.catalog import check_id, load
+    from benchmark.reporting.keep import Considered
+
+    for experiment_id in ids:
+        check_id(experiment_id)  # every id is checked before anything is read
+    chosen = list(ids) or [e.id for e in load().values() if e.smoke_runs or e.paper_runs]
+    store = Path(store_dir).resolve()
+    out = []
+    for experiment_id in chosen:
+        at = _scale(experiment_id, scale, store_dir)
+        experiment = get_experiment(experiment_id)
+        out.append(Considered(experiment, at, list(experiment.runs(at, store))))  # type: ignore[arg-type]
+    return out
+
+
+def cmd_free(args: argparse.Namespace) -> int:
+    """``prunebench free [ID...]``: delete the weights no later step needs."""
+    from benchmark.reporting.keep import free_weights, plan_free
+
+    if not Path(args.store).is_dir():
+        from benchmark.core.errors import ConfigError
+
+        raise ConfigError("--store", args.store, "an existing results store folder")
+    specs = considered(args.ids, args.scale, args.store)
+    plan = plan_free(args.store, specs)
+    if not args.dry_run:
+        plan = free_weights(args.store, plan)
+    print(plan.summary(done=not args.dry_run))
+    return 0
+
+
+COMMANDS = {"free": cmd_free}

@@ -1,0 +1,213 @@
+"""What a store keeps of its runs' final weights: all of them, or what later steps still need.
+
+``--keep needed`` keeps the weights of
+
+* every dense parent: each ``dense`` run and each run another run (finished or planned) names
+  as its parent; a parent is never freed while a child of it is missing;
+* each table cell's selected configuration (all its seeds), as the table selects it
+  (:func:`benchmark.reporting.selection.select_cells`), and every run of a cell that still
+  misses runs (its selection may change);
+* runs whose latency is still to be measured (``latency.measure`` without a measurement, or
+  with a failed one);
+* runs of no table or figure considered (nothing here knows who needs them), and runs whose
+  lock is held (running now).
+
+Everything else, the weights no table cell, child run or measurement needs, is freed: the run's
+record and metrics stay, so tables, figures and exports are unchanged. ``prunebench free``
+applies it; ``prunebench reproduce --keep needed`` applies it to its table when it is built.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark.experiments.base import CELL, Experiment, PlannedRun, Scale, plan_frame
+from benchmark.reporting.rules import TableRules
+from benchmark.store.errors import RunLockedError
+from benchmark.store.footprint import format_bytes
+from benchmark.store.results import FINISHED, Store
+
+KEEP_CHOICES = ("all", "needed")
+
+PARENT = "dense parent"
+SELECTED = "selected configuration of a table cell"
+INCOMPLETE = "run of a table cell that misses runs"
+LATENCY = "latency still to be measured"
+UNPLANNED = "in no table or figure considered"
+RUNNING = "running now (its lock is held)"
+
+
+@dataclass
+class Considered:
+    """One table or figure whose runs the keep policy looks at, at one scale."""
+
+    experiment: Experiment
+    scale: Scale
+    runs: list[PlannedRun]
+
+
+@dataclass
+class FreePlan:
+    """Per finished run with weights: why its weights stay, or their bytes when they go."""
+
+    keep: dict[str, str] = field(default_factory=dict)
+    free: dict[str, int] = field(default_factory=dict)
+
+    def summary(self, done: bool) -> str:
+        """Two lines: what is (or would be) freed, and what stays by reason."""
+        verb = "freed" if done else "would free"
+        total = format_bytes(sum(self.free.values()))
+        first = f"{verb} the weights of {len(self.free)} runs ({total})"
+        reasons = Counter(self.keep.values())
+        kept = ", ".join(f"{n} {why}" for why, n in reasons.most_common()) or "none"
+        return f"{first}\nkept the weights of {len(self.keep)} runs: {kept}"
+
+
+def latency_pending(record: Mapping[str, Any]) -> bool:
+    """Whether a finished run asks for a latency measurement it does not have yet."""
+    if not record.get("config", {}).get("latency", {}).get("measure", False):
+        return False
+    latency = record.get("metrics", {}).get("latency")
+    return not isinstance(latency, dict) or "error" in latency
+
+
+def _cell_key(row: Mapping[str, Any], with_goal: bool = True) -> tuple[Any, ...]:
+    goal = row["goal"]
+    goal_key = "free" if goal is None or (isinstance(goal, float) and math.isnan(goal)) else goal
+    keys = [row[c] if c != "goal" else goal_key for c in CELL if with_goal or c != "goal"]
+    return (*keys, row["tuned"])
+
+
+def table_needs(
+    considered: Considered, store_frame: pd.DataFrame, rules: TableRules | None = None
+) -> dict[str, str]:
+    """The runs of one table whose weights stay: its cells' selected configurations and the
+    runs of cells that still miss runs (empty for a figure without a table)."""
+    from benchmark.reporting.selection import select_cells
+
+    layout = considered.experiment.layout(considered.scale)
+    if layout is None:
+        return {}
+    plan = plan_frame(considered.runs)
+    selected, missing = select_cells(layout, plan, store_frame, rules)
+    chosen = {_cell_key(r) for r in selected.to_dict("records")}
+    chosen_free = {_cell_key(r, with_goal=False) for r in selected.to_dict("records")}
+    open_cells = {
+        _cell_key({**r, "tuned": ""}) for r in missing.to_dict("records") if r["missing"] > 0
+    }
+    out: dict[str, str] = {}
+    for row in plan.to_dict("records"):
+        free_goal = _cell_key(row)[2] == "free"
+        if _cell_key({**row, "tuned": ""}) in open_cells:
+            out[row["run_id"]] = INCOMPLETE
+        elif (free_goal and _cell_key(row, with_goal=False) in chosen_free) or (
+            _cell_key(row) in chosen
+        ):
+            out.setdefault(row["run_id"], SELECTED)
+    return out
+
+
+def parents_of(configs: Iterable[Any], records: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The run ids that a planned config or a stored record starts from (dense parents)."""
+    from methods import get_method
+
+    out = {r["parent_run_id"] for r in records if r.get("parent_run_id")}
+    for cfg in configs:
+        parent = get_method(cfg.method.name)(cfg).parent_config()
+        if parent is not None:
+            out.add(parent.run_id)
+    return out
+
+
+def plan_free(
+    store_dir: str | Path,
+    considered: Sequence[Considered],
+    rules: TableRules | None = None,
+) -> FreePlan:
+    """Decide, for every finished run of the store that has weights, whether they stay."""
+    from benchmark.store.frame import load_store
+
+    store = Store(store_dir)
+    records = store.records()
+    frame = load_store(store_dir)
+    planned = {r.cfg.run_id for c in considered for r in c.runs}
+    configs = {r.cfg.run_id: r.cfg for c in considered for r in c.runs}
+    parents = parents_of(configs.values(), records)
+    needs: dict[str, str] = {}
+    for item in considered:
+        for rid, why in table_needs(item, frame, rules).items():
+            if needs.get(rid) != SELECTED:
+                needs[rid] = why
+    plan = FreePlan()
+    for record in records:
+        rid = record["run_id"]
+        weights = store.weights_path(rid)
+        if record.get("status") != FINISHED or not weights.exists():
+            continue
+        if rid in parents or record.get("method") == "dense":
+            plan.keep[rid] = PARENT
+        elif latency_pending(record):
+            plan.keep[rid] = LATENCY
+        elif rid in needs:
+            plan.keep[rid] = needs[rid]
+        elif rid not in planned:
+            plan.keep[rid] = UNPLANNED
+        else:
+            plan.free[rid] = weights.stat().st_size
+    return plan
+
+
+def free_weights(store_dir: str | Path, plan: FreePlan) -> FreePlan:
+    """Delete the weights ``plan`` frees, each under its run's lock (a run that is running now
+    keeps them); returns what was done."""
+    store = Store(store_dir)
+    done = FreePlan(keep=dict(plan.keep))
+    for rid, size in plan.free.items():
+        try:
+            with store.lock(f"run-{rid}", wait=False):
+                store.weights_path(rid).unlink(missing_ok=True)
+        except RunLockedError:
+            done.keep[rid] = RUNNING
+            continue
+        done.free[rid] = size
+    return done
+
+
+def kept_bytes_estimate(
+    runs: Sequence[PlannedRun],
+    sizes: Mapping[str, int],
+    layout: Any,
+) -> int:
+    """Before anything ran: the bytes ``--keep needed`` keeps of a table once it is complete:
+    every dense run, and per cell one configuration's runs (per goal column for the methods
+    whose sparsity is not set beforehand). ``sizes`` maps run ids to their packed bytes."""
+    from methods import get_method
+
+    dense = {r.cfg.run_id for r in runs if r.cfg.method.name == "dense"}
+    dense |= {
+        p.run_id
+        for r in runs
+        if (p := get_method(r.cfg.method.name)(r.cfg).parent_config()) is not None
+    }
+    total = sum(sizes.get(rid, 0) for rid in dense)
+    if layout is None:
+        return total
+    goals = {s: len(b.sparsities) for b in layout.blocks for s, _ in b.groups}
+    cells: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+    for r in runs:
+        if r.cfg.run_id in dense:
+            continue
+        key = (r.section, r.row, r.sparsity, r.budget, r.x)
+        cells.setdefault(key, {}).setdefault(r.tuned, []).append(r.cfg.run_id)
+    for key, configs in cells.items():
+        per_config = [sum(sizes.get(rid, 0) for rid in ids) for ids in configs.values()]
+        kept_configs = 1 if key[2] is not None else min(len(per_config), goals.get(key[0], 1))
+        total += round(sum(per_config) / len(per_config) * kept_configs)
+    return total

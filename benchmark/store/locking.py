@@ -1,0 +1,440 @@
+"""Lock files that hold on shared filesystems, where ``flock`` may fail or be node-local.
+
+``fcntl.flock`` is not used: on Lustre mounted without ``flock``, BeeGFS by default and some NFS
+setups it fails (``ENOSYS``), and where it is node-local (Lustre's ``localflock``) two jobs on
+two nodes both "hold" it, which no process can detect from its own node. A lock here is a file
+that exists only while it is held, ``<folder>/<name>.lockfile``, created atomically:
+
+* the owner writes its description (host, pid, boot id, process start time, SLURM job id and
+  restart count, a random token) into a claim file beside it and hard-links the claim to the lock
+  name: ``link`` is atomic and fails when the name exists on every filesystem considered (NFSv2+,
+  Lustre, GPFS, BeeGFS, local disks); where the filesystem refuses hard links the lock name is
+  created with ``O_CREAT | O_EXCL`` instead (atomic on NFSv3+ and the others);
+* while held, a daemon thread refreshes the file's modification time (the heartbeat);
+* release removes the file if it still holds the owner's token.
+
+A lock whose owner is gone is recovered, with a :class:`StoreWarning` naming the owner and why.
+On the owner's own host (and boot) the process table decides: a dead process loses its lock at
+once, a live one never. From another host: a SLURM job that was requeued (same job id, a higher
+``SLURM_RESTART_COUNT``) takes over its own earlier lock; a job that ``squeue`` no longer lists
+as active loses it; and any owner whose heartbeat is older than :func:`stale_after`
+(``PRUNEBENCH_LOCK_STALE_S``, 600 s by default) loses it. Breaking goes through a short-lived
+``.break`` lock and re-reads the token first, so two waiters never remove a lock that a third
+has just taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from benchmark.store.errors import RunLockedError, StoreWarning
+
+LOCK_SUFFIX = ".lockfile"
+STALE_ENV = "PRUNEBENCH_LOCK_STALE_S"
+DEFAULT_STALE_S = 600.0
+# A lock file without a readable owner (a writer died between create and write) is given this
+# long before it counts as stale.
+UNREADABLE_GRACE_S = 60.0
+# A .break file older than this belongs to a breaker that died (breaking takes milliseconds).
+BREAK_STALE_S = 60.0
+# How often a waiter asks squeue about the same job.
+SQUEUE_EVERY_S = 60.0
+ACTIVE_SLURM_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"}
+# Errors by which a filesystem says it does not do hard links.
+NO_LINK = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS, errno.EMLINK}
+
+
+def stale_after() -> float:
+    """Seconds without a heartbeat after which a lock counts as abandoned (from any host)."""
+    try:
+        return max(1.0, float(os.environ.get(STALE_ENV, DEFAULT_STALE_S)))
+    except ValueError:
+        return DEFAULT_STALE_S
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who holds a lock: written into the lock file as JSON."""
+
+    host: str
+    pid: int
+    token: str
+    boot_id: str = ""
+    start: str = ""  # the process's start time in clock ticks since boot (/proc): pid reuse
+    slurm_job: str = ""  # SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID, else SLURM_JOB_ID
+    slurm_restarts: int = 0
+    since: float = 0.0
+
+    @classmethod
+    def me(cls) -> Owner:
+        """This process."""
+        pid = os.getpid()
+        return cls(
+            host=socket.gethostname(),
+            pid=pid,
+            token=uuid.uuid4().hex,
+            boot_id=_boot_id(),
+            start=_process_start(pid) or "",
+            slurm_job=slurm_job_id(),
+            slurm_restarts=_int(os.environ.get("SLURM_RESTART_COUNT", "0")),
+            since=time.time(),
+        )
+
+    def text(self) -> str:
+        """The lock file's content."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def parse(cls, text: str) -> Owner | None:
+        """The owner a lock file names; None when it is not one of ours (empty, partial).
+        Fields a later version adds are ignored."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        known = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError:
+            return None
+
+    def describe(self) -> str:
+        """E.g. ``pid 4242 on node c12 (SLURM job 1234_5) since 12:00:01``."""
+        job = f" (SLURM job {self.slurm_job})" if self.slurm_job else ""
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
+        return f"pid {self.pid} on {self.host}{job} since {when}"
+
+
+def slurm_job_id() -> str:
+    """This process's SLURM job (an array task as ``JOB_TASK``), or '' outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID", "")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _process_start(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (start time); None when the process does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _alive_here(owner: Owner) -> bool:
+    """Whether ``owner``'s process (on this host and boot) still exists."""
+    if Path("/proc/self/stat").exists():
+        start = _process_start(owner.pid)
+        if start is None:
+            return False
+        return not (owner.start and start and start != owner.start)  # else: pid reused
+    try:
+        os.kill(owner.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_SQUEUE_SEEN: dict[str, tuple[float, bool | None]] = {}
+
+
+def _slurm_job_active(job: str) -> bool | None:
+    """What ``squeue`` says about ``job``: True (queued or running), False (gone), None (no
+    answer: no SLURM here, or an error other than an unknown job)."""
+    now = time.monotonic()
+    seen = _SQUEUE_SEEN.get(job)
+    if seen is not None and now - seen[0] < SQUEUE_EVERY_S:
+        return seen[1]
+    answer: bool | None = None
+    if shutil.which("squeue") is not None:
+        try:
+            out = subprocess.run(
+                ["squeue", "-h", "-j", job, "-o", "%T"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            if out.returncode == 0:
+                states = set(out.stdout.split())
+                answer = bool(states & ACTIVE_SLURM_STATES)
+            elif "invalid job id" in out.stderr.lower():
+                answer = False
+        except (OSError, subprocess.SubprocessError):
+            answer = None
+    _SQUEUE_SEEN[job] = (now, answer)
+    return answer
+
+
+def stale_reason(owner: Owner | None, age_s: float, limit_s: float) -> str | None:
+    """Why a lock held by ``owner`` (heartbeat ``age_s`` seconds ago) is abandoned, or None."""
+    if owner is None:
+        return f"it names no owner and is {age_s:.0f} s old" if age_s > UNREADABLE_GRACE_S else None
+    me = Owner.me()
+    if owner.host == me.host and owner.boot_id == me.boot_id:
+        # Here the process table is the truth: a live owner (even one stopped with Ctrl-Z,
+        # whose heartbeat pauses) keeps its lock, a dead one loses it at once.
+        return None if _alive_here(owner) else "its process no longer exists"
+    if (
+        owner.slurm_job
+        and owner.slurm_job == me.slurm_job
+        and owner.slurm_restarts < me.slurm_restarts
+    ):
+        return f"its SLURM job {owner.slurm_job} was requeued and now runs here"
+    if age_s > limit_s:
+        return f"its heartbeat stopped {age_s:.0f} s ago (limit {limit_s:.0f} s)"
+    if owner.slurm_job and owner.host != me.host and _slurm_job_active(owner.slurm_job) is False:
+        return f"squeue no longer lists its SLURM job {owner.slurm_job}"
+    return None
+
+
+class LockFile:
+    """An exclusive lock on ``path`` (see the module docstring); a context manager.
+
+    Not re-entrant: a second acquire of the same path, even from the same thread, waits.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        stale_s: float | None = None,
+        heartbeat_s: float | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.stale_s = stale_after() if stale_s is None else stale_s
+        self.heartbeat_s = heartbeat_s if heartbeat_s is not None else min(30.0, self.stale_s / 10)
+        self.owner: Owner | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ acquire / release
+    def acquire(self, wait: bool = True, poll_s: float = 0.05) -> None:
+        """Take the lock; ``wait=False`` raises RunLockedError naming the owner when held."""
+        me = Owner.me()
+        delay = poll_s
+        while True:
+            # Again each time: a holder refused for its configuration removes an empty folder.
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                created = self._create(me)
+            except FileNotFoundError:  # the folder went between the two lines: again
+                continue
+            if created:
+                self.owner = me
+                self._start_heartbeat()
+                return
+            present, holder, age = self._inspect()
+            if not present:
+                continue  # released between our two looks
+            reason = stale_reason(holder, age, self.stale_s)
+            if reason is not None:
+                self._break(holder, reason)
+                continue
+            if not wait:
+                who = holder.describe() if holder is not None else "an unknown owner"
+                raise RunLockedError(f"{self.path.name} is held by {who} ({self.path})")
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def release(self) -> None:
+        """Give the lock up; a lock another process took over meanwhile is left alone (warned)."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
+        owner, self.owner = self.owner, None
+        if owner is None:
+            return
+        if self._holder_token() == owner.token:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        else:
+            warnings.warn(
+                f"lock {self.path} was recovered by another process while this one "
+                f"({owner.describe()}) held it; it is left to that process",
+                StoreWarning,
+                stacklevel=2,
+            )
+
+    def __enter__(self) -> LockFile:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # ------------------------------------------------------------------ internals
+    def _create(self, me: Owner) -> bool:
+        """Atomically create the lock file naming ``me``; False when it exists."""
+        claim = self.path.with_name(f".{self.path.name}.{me.token}.claim")
+        _write_synced(claim, me.text())
+        try:
+            try:
+                os.link(claim, self.path)
+                return True
+            except FileExistsError:
+                return False
+            except OSError as err:
+                # NFS: the reply to a link that succeeded can be lost; the claim then has two
+                # names (the classic check of NFS-safe lock files).
+                with contextlib.suppress(OSError):
+                    if os.stat(claim).st_nlink == 2 and self._holder_token() == me.token:
+                        return True
+                if err.errno not in NO_LINK:
+                    raise
+            return self._create_exclusive(me)
+        finally:
+            with contextlib.suppress(OSError):
+                claim.unlink()
+
+    def _create_exclusive(self, me: Owner) -> bool:
+        """O_CREAT | O_EXCL, for filesystems without hard links."""
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as fh:
+            fh.write(me.text())
+            fh.flush()
+            os.fsync(fh.fileno())
+        return True
+
+    def _inspect(self) -> tuple[bool, Owner | None, float]:
+        """Whether the lock file exists, the holder it names and its heartbeat's age."""
+        try:
+            text = self.path.read_text()
+            mtime = os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            return False, None, 0.0
+        except (OSError, UnicodeDecodeError):
+            text, mtime = "", _mtime(self.path)
+        return True, Owner.parse(text), max(0.0, self._server_now() - mtime)
+
+    def _server_now(self) -> float:
+        """Now, by the clock of the filesystem that stamps the heartbeats (nodes' clocks drift)."""
+        probe = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.now")
+        try:
+            probe.touch()
+            try:
+                return os.stat(probe).st_mtime
+            finally:
+                probe.unlink()
+        except OSError:
+            return time.time()
+
+    def _holder_token(self) -> str | None:
+        try:
+            owner = Owner.parse(self.path.read_text())
+        except (OSError, UnicodeDecodeError):
+            return None
+        return owner.token if owner is not None else None
+
+    def _break(self, holder: Owner | None, reason: str) -> None:
+        """Remove an abandoned lock, under a short ``.break`` lock, if it is still that one."""
+        breaker = self.path.with_name(self.path.name + ".break")
+        try:
+            fd = os.open(breaker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if time.time() - _mtime(breaker) > BREAK_STALE_S:
+                with contextlib.suppress(FileNotFoundError):
+                    breaker.unlink()
+            else:
+                time.sleep(0.01)  # another process is breaking it right now
+            return
+        os.close(fd)
+        try:
+            token = holder.token if holder is not None else None
+            if self._holder_token() != token:
+                return  # released or taken over meanwhile: look again
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            who = holder.describe() if holder is not None else "an unknown owner"
+            warnings.warn(
+                f"recovered the stale lock {self.path} of {who}: {reason}",
+                StoreWarning,
+                stacklevel=4,
+            )
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                breaker.unlink()
+
+    def _start_heartbeat(self) -> None:
+        self._stop = threading.Event()
+        self._beat = threading.Thread(
+            target=self._heartbeat, name=f"heartbeat {self.path.name}", daemon=True
+        )
+        self._beat.start()
+
+    def _heartbeat(self) -> None:
+        owner = self.owner
+        while not self._stop.wait(self.heartbeat_s):
+            if owner is None or self._holder_token() != owner.token:
+                return  # taken over: release() says so
+            with contextlib.suppress(OSError):
+                os.utime(self.path)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return time.time()
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def lock_path(folder: Path, name: str) -> Path:
+    """The lock file of ``name`` in ``folder``."""
+    return Path(folder) / f"{name}{LOCK_SUFFIX}"
+
+
+@contextlib.contextmanager
+def hold(path: Path, *, wait: bool = True) -> Iterator[LockFile]:
+    """Hold the lock file ``path`` for the ``with`` block."""
+    lock = LockFile(path)
+    lock.acquire(wait=wait)
+    try:
+        yield lock
+    finally:
+        lock.release()

@@ -1,0 +1,78 @@
+"""How many bytes a run's final weights will take, before it runs (for dry runs).
+
+The model is built on torch's ``meta`` device (no memory, no compute) to list its state dict
+and its prunable set; the class count and input shape are those its dataset reports, without
+reading the dataset. A pruned run is counted at its goal sparsity ``method.sparsity``; methods
+whose sparsity follows from their hyperparameters (CS, STR, DST) at that value too, since the
+tables they feed start at 90%. Dense runs are counted dense.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+
+from benchmark.config.run import RunConfig
+from benchmark.store.footprint import DiskEstimate, TensorSize, run_bytes
+
+# What each registered dataset reports as (num_classes, input_shape) without reading it.
+# Segmentation: 21 VOC classes on COCO, 19 on CityScapes (a conv net's size ignores the crop);
+# translation: T5's embedding count for its 32,000-piece SentencePiece model, padded.
+DATASET_SHAPES: dict[str, tuple[int, tuple[int, int, int]]] = {
+    "digits": (10, (1, 8, 8)),
+    "cifar10": (10, (3, 32, 32)),
+    "cifar100": (100, (3, 32, 32)),
+    "imagenet": (1000, (3, 224, 224)),
+    "coco": (21, (3, 64, 64)),
+    "cityscapes": (19, (3, 64, 64)),
+    "wmt16": (32128, (1, 1, 128)),
+}
+# The task each dataset is trained with (its exclusions leave layers out of the prunable set).
+DATASET_TASKS = {"coco": "segmentation", "cityscapes": "segmentation", "wmt16": "translation"}
+
+
+@functools.cache
+def model_tensors(model: str, data: str, exclude: tuple[str, ...]) -> tuple[TensorSize, ...] | None:
+    """The state dict of ``model`` on ``data`` as sizes (prunable ones marked); None when the
+    model cannot be built without its files (e.g. a local pretrained checkpoint)."""
+    import torch
+
+    from benchmark.models.registry import build_model
+    from benchmark.pruning import prunable_parameters
+    from benchmark.tasks import TASKS
+
+    if data not in DATASET_SHAPES:
+        return None
+    classes, shape = DATASET_SHAPES[data]
+    task_exclude = TASKS.get(DATASET_TASKS.get(data, "classification"), "task").default_exclude
+    try:
+        with torch.device("meta"):
+            net = build_model(model, classes, shape)
+    except Exception:  # a builder that needs real memory or files: not sized
+        return None
+    prunable = {name for name, _ in prunable_parameters(net, [*task_exclude, *exclude])}
+    return tuple(
+        TensorSize(t.numel(), t.element_size(), name in prunable)
+        for name, t in net.state_dict(keep_vars=False).items()
+    )
+
+
+def config_bytes(cfg: RunConfig) -> tuple[int, int] | None:
+    """(dense, packed) bytes of ``cfg``'s final weights file; None when it cannot be sized."""
+    tensors = model_tensors(cfg.model.name, cfg.data.name, tuple(cfg.method.exclude))
+    if tensors is None:
+        return None
+    density = 1.0 if cfg.method.name == "dense" else 1.0 - float(cfg.method.sparsity)
+    return run_bytes(tensors, density)
+
+
+def estimate(configs: Iterable[RunConfig]) -> DiskEstimate:
+    """The bytes of the final weights of ``configs`` (each run once)."""
+    out = DiskEstimate()
+    seen: set[str] = set()
+    for cfg in configs:
+        if cfg.run_id in seen:
+            continue
+        seen.add(cfg.run_id)
+        out.add(config_bytes(cfg), cfg.model.name)
+    return out

@@ -193,7 +193,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         within=within,
         plan=chosen.table_plan(),
     )
-    _label_staged(table, chosen, experiment.layout(scale), args.store, rules)
+    _label_staged(table, chosen, experiment.layout(scale), args.store, rules, "table")
     _warn_smoke_vs_paper(table, scale, args.paper)
     if args.stats:
         from benchmark.reporting.table_stats import annotate
@@ -207,7 +207,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def _label_staged(table: Any, chosen: Any, layout: Any, store_dir: str, rules: Any) -> None:
+def _label_staged(
+    table: Any, chosen: Any, layout: Any, store_dir: str, rules: Any, command: str = "reproduce"
+) -> None:
     """A staged table says so in its title and closes with both plans' counts, the wall-clock
     saved and the cells whose selection changed."""
     if chosen.staged is None:
@@ -218,7 +220,7 @@ def _label_staged(table: Any, chosen: Any, layout: Any, store_dir: str, rules: A
     table.labels += chosen.labels()
     note = closing_note(chosen.staged, load_store(store_dir), layout, rules)
     table.notes.append(note)
-    print(f"[reproduce] {note}", file=sys.stderr)
+    print(f"[{command}] {note}", file=sys.stderr)
 
 
 SMOKE_VS_PAPER = (
@@ -375,7 +377,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if args.dry_run:
-        print_dry_run(experiment, args.scale, chosen, str(root), finished, args)
+        print_dry_run(experiment, args.scale, chosen, args.store, finished, args)
         return 0
     experiment.prepare(args.scale)
     stages = [None] if chosen.staged is None else [1, 2]

@@ -114,7 +114,8 @@ class Throughputs:
         path = calibration_path(store)
         for c in read_calibrations(store):
             w = Workload(c.model, c.dataset, c.precision)
-            source = f"calibration {path} ({c.measured[:10]}, batch {c.batch_size})"
+            when = ", ".join(filter(None, [c.measured[:10], f"batch {c.batch_size}"]))
+            source = f"calibration {path} ({when})"
             out.calibrated[(w, c.device)] = Measurement(c.images_per_s, source, c.peak_memory_bytes)
         return out
 

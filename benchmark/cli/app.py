@@ -50,8 +50,10 @@ def positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
+    from benchmark.cli import costs as costs_cli
     from benchmark.cli import experiments as experiments_cli
     from benchmark.cli import launch as launch_cli
+    from benchmark.cli import listing as listing_cli
     from benchmark.cli import report as report_cli
     from benchmark.cli import schedules as schedule_cli
     from benchmark.cli import storage as storage_cli
@@ -136,9 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     schedule_cli.add_parser(sub)
     experiments_cli.add_parsers(sub)
+    listing_cli.add_parsers(sub)
     launch_cli.add_parsers(sub)
     report_cli.add_parsers(sub)
     storage_cli.add_parsers(sub)
+    costs_cli.add_parsers(sub)
     _show_defaults(parser)
     return parser
 
@@ -424,6 +428,18 @@ def _experiment_commands() -> dict[str, Any]:
     return experiments_cli.COMMANDS
 
 
+def _listing_commands() -> dict[str, Any]:
+    from benchmark.cli import listing as listing_cli
+
+    return listing_cli.COMMANDS
+
+
+def _cost_commands() -> dict[str, Any]:
+    from benchmark.cli import costs as costs_cli
+
+    return costs_cli.COMMANDS
+
+
 def _launch_commands() -> dict[str, Any]:
     from benchmark.cli import launch as launch_cli
 
@@ -451,9 +467,11 @@ COMMANDS = {
     "schedule": cmd_schedule,
     "fake-data": cmd_fake_data,
     **_experiment_commands(),
+    **_listing_commands(),
     **_launch_commands(),
     **_report_commands(),
     **_storage_commands(),
+    **_cost_commands(),
 }
 
 

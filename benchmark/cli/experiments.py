@@ -1,28 +1,38 @@
-"""``prunebench table / plot / reproduce / list``: the paper's tables and figures from a store."""
+"""``prunebench table / plot / reproduce``: the paper's tables and figures from a store."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.config.parse import replace_section
+from benchmark.cli.costs import add_estimate_arg
+from benchmark.cli.output import emit as _emit
+from benchmark.cli.output import render_table as _render
+from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
+from benchmark.cli.submission import reading_from, submit_missing
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 
 DEFAULT_STORE = "results/runs"
+
+
 DEFAULT_FIGURES = "results/figures"
+
+
 FORMATS = ("markdown", "latex", "csv")
+
+
 EXECUTORS = ("local", "debug", "slurm")
 
 
 def add_parsers(sub: Any) -> None:
-    """Register the four sub-commands on the ``prunebench`` sub-parser set."""
+    """Register ``table``, ``plot`` and ``reproduce`` on the ``prunebench`` sub-parser set."""
     table = sub.add_parser("table", help="rebuild a table of the paper from the results store")
-    table.add_argument("id", help="table id (prunebench list)")
+    table.add_argument(
+        "id", help="table id (prunebench list), or a grid TOML file: its methods x goal sparsities"
+    )
     table.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
@@ -32,11 +42,20 @@ def add_parsers(sub: Any) -> None:
     )
     table.add_argument("--ci", choices=("t", "bootstrap"), default="t", help="with --stats")
     table.add_argument("--level", type=float, default=0.95, help="confidence level (--stats)")
-    _common(table, out_help="write the table to this file instead of stdout")
+    _common(table, out_help="write the table to this file instead of stdout", store=None)
+    add_slice_args(table)
+    table.add_argument(
+        "--by",
+        default=None,
+        metavar="KEYS",
+        help="a grid file: swept keys that split a method into rows (e.g. method.schedule) "
+        "instead of being selected over",
+    )
 
     plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
     plot.add_argument("id", help="figure or table id (prunebench list)")
     _common(plot, out_help="folder for <id>.png and <id>.pdf (default: results/figures)")
+    add_slice_args(plot)
 
     rep = sub.add_parser("reproduce", help="run what a table/figure misses, then build it")
     rep.add_argument("id", help="table or figure id (prunebench list)")
@@ -51,7 +70,11 @@ def add_parsers(sub: Any) -> None:
     rep.add_argument("--profile", default=None, help="cluster profile (slurm executor)")
     rep.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     rep.add_argument("--paper", action="store_true", help="show the published value and diff")
-    rep.add_argument("--dry-run", action="store_true", help="only count the missing runs")
+    rep.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only count the runs and what they cost (dataset passes, device-hours)",
+    )
     rep.add_argument(
         "--data-root",
         default=None,
@@ -73,10 +96,8 @@ def add_parsers(sub: Any) -> None:
     )
     _rules(rep)
     _common(rep, default_scale="smoke", out_help="folder for the table and figures")
-
-    lst = sub.add_parser("list", help="every table and figure id, and the runs the store holds")
-    lst.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
-    lst.add_argument("--scale", choices=("smoke", "paper"), default="smoke")
+    add_slice_args(rep)
+    add_estimate_arg(rep)
 
 
 def _rules(p: argparse.ArgumentParser) -> None:
@@ -105,8 +126,19 @@ def _table_rules(args: argparse.Namespace) -> Any:
     return TableRules(ddof=args.ddof, max_distance=args.max_distance)
 
 
-def _common(p: argparse.ArgumentParser, *, out_help: str, default_scale: str = "auto") -> None:
-    p.add_argument("--store", default=DEFAULT_STORE, help="results store folder")
+def _common(
+    p: argparse.ArgumentParser,
+    *,
+    out_help: str,
+    default_scale: str = "auto",
+    store: str | None = DEFAULT_STORE,
+) -> None:
+    p.add_argument(
+        "--store",
+        default=store,
+        help="results store folder"
+        + ("" if store else f" (default: {DEFAULT_STORE}; of a grid file: its output.dir)"),
+    )
     auto = default_scale == "auto"
     p.add_argument(
         "--scale",
@@ -141,11 +173,19 @@ def finished_ids(store_dir: str | Path) -> set[str]:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    """``prunebench table ID``: the table rebuilt from the store."""
+    """``prunebench table ID``: the table rebuilt from the store (``ID``: a grid file too)."""
+    from benchmark.cli.grid_table import is_grid_file
+
+    if is_grid_file(args.id):
+        from benchmark.cli.grid_table import cmd_grid_table
+
+        return cmd_grid_table(args)
     from benchmark.experiments.catalog import check_id
 
     check_id(args.id, "table")
+    args.store = args.store or DEFAULT_STORE
     rules = _table_rules(args)
+    within = slice_of(args)
     scale = _scale(args.id, args.scale, args.store)
     from benchmark.experiments import get_experiment
     from benchmark.reporting.tables import rebuild
@@ -160,16 +200,26 @@ def cmd_table(args: argparse.Namespace) -> int:
             # The plan says how many seeds each cell can have: a bootstrap that too few seeds
             # cannot support is refused before the store is read.
             check_method(args.ci, _planned_seeds(experiment.plan(scale, args.store)))
-    table = rebuild(experiment, scale, args.store, paper=args.paper, rules=rules)
+    chosen = choose(experiment, scale, args.store, within, staged=args.staged, rules=rules)
+    table = rebuild(
+        experiment,
+        scale,
+        args.store,
+        paper=args.paper,
+        rules=rules,
+        within=within,
+        plan=chosen.table_plan(),
+    )
+    _label_staged(table, chosen, experiment.layout(scale), args.store, rules, "table")
     _warn_smoke_vs_paper(table, scale, args.paper)
     if args.stats:
         from benchmark.reporting.table_stats import annotate
         from benchmark.store.frame import load_store
 
         layout = experiment.layout(scale)
-        plan = experiment.plan(scale, args.store)
-        store = load_store(args.store)
-        annotate(table, layout, plan, store, level=args.level, method=args.ci, rules=rules)
+        store = chosen.store_view(load_store(args.store))
+        annotate(table, layout, chosen.table_plan(), store, level=args.level, method=args.ci,
+                 rules=rules)  # fmt: skip
     _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
     return 0
 
@@ -182,6 +232,22 @@ def _planned_seeds(plan: Any) -> list[int]:
         return []
     counts = plan.groupby([*CELL, "tuned"], dropna=False)["seed"].nunique()
     return [int(n) for n in counts]
+
+
+def _label_staged(
+    table: Any, chosen: Any, layout: Any, store_dir: str, rules: Any, command: str = "reproduce"
+) -> None:
+    """A staged table says so in its title and closes with both plans' counts, the wall-clock
+    saved and the cells whose selection changed."""
+    if chosen.staged is None:
+        return
+    from benchmark.reporting.staged import closing_note
+    from benchmark.store.frame import load_store
+
+    table.labels += chosen.labels()
+    note = closing_note(chosen.staged, load_store(store_dir), layout, rules)
+    table.notes.append(note)
+    print(f"[{command}] {note}", file=sys.stderr)
 
 
 SMOKE_VS_PAPER = (
@@ -227,30 +293,12 @@ def _no_runs(experiment_id: str, requested: str, scale: str, store_dir: str) -> 
     return True
 
 
-def _render(table: Any, fmt: str, store: str, preamble: bool = False) -> str:
-    from benchmark.reporting.render import render_csv, render_latex, render_markdown
-
-    if fmt == "latex":
-        return render_latex(table, store, preamble=preamble)
-    if fmt == "csv":
-        return render_csv(table)
-    return render_markdown(table, store)
-
-
-def _emit(text: str, out: str | None) -> None:
-    if out is None:
-        sys.stdout.write(text)
-        return
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(text)
-    print(f"wrote {out}")
-
-
 def cmd_plot(args: argparse.Namespace) -> int:
     """``prunebench plot ID``: the figure as PNG and PDF."""
     from benchmark.experiments.catalog import check_id
 
     check_id(args.id, "figure")
+    within = slice_of(args)
     scale = _scale(args.id, args.scale, args.store)
     if _no_runs(args.id, args.scale, scale, args.store):
         return 1
@@ -258,122 +306,120 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from benchmark.reporting.plots import draw
 
     experiment = get_experiment(args.id)
-    for path in draw(experiment, scale, args.store, Path(args.out or DEFAULT_FIGURES)):
+    chosen = choose(experiment, scale, args.store, within, staged=args.staged)
+    figures = Path(args.out or DEFAULT_FIGURES)
+    plan, labels = chosen.table_plan(), chosen.labels()
+    for path in draw(experiment, scale, args.store, figures, within=within, plan=plan,
+                     labels=labels):  # fmt: skip
         print(f"wrote {path}")
     return 0
 
 
-def _submit_missing(
-    configs: Sequence[RunConfig],
-    executor: str,
-    store_dir: str | Path,
-    *,
-    name: str,
-    workers: int = 1,
-    profile: str | None = None,
-) -> list[str]:
-    """Submit the configs the store has not finished; returns their run ids.
-
-    This is the one place that knows how runs are executed: through the launcher
-    (``benchmark.launch.submit_grid``: idempotent, skips finished or queued runs, dense parents
-    first) as a grid named ``name``. Without the launcher, the local executor runs them here,
-    one after the other, with ``benchmark.training.runner.execute``.
-    """
-    from benchmark.store.results import Store
-
-    store = Store(store_dir)
-    missing = [c for c in configs if not store.is_finished(c.run_id)]
-    if not missing:
-        return []
-    try:
-        from benchmark import launch
-        from benchmark.launch.expansion import Expansion, GridRun
-        from benchmark.launch.grid import Grid
-    except ImportError:
-        launch = None
-    if launch is None:
-        if executor != "local":
-            raise ConfigError("--executor", executor, "local (the launcher is not installed)")
-        from benchmark.training.runner import execute
-
-        for i, cfg in enumerate(missing, start=1):
-            print(f"[reproduce] {i}/{len(missing)} {cfg.run_id}", file=sys.stderr, flush=True)
-            execute(cfg)
-        return [c.run_id for c in missing]
-    settings = launch.LaunchSettings(
-        executor=executor,
-        workers=workers,
-        profile=launch.load_profile(profile) if profile is not None else None,
-    )
-    grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")
-    expansion = Expansion(grid, [GridRun(c.run_id, c, {}) for c in missing], len(missing))
-    result = launch.submit_grid(expansion, Path(store_dir).resolve(), settings, out=sys.stderr)
-    print(result.summary(), file=sys.stderr)
-    return list(result.submitted_runs)
-
-
-def reading_from(configs: list[RunConfig], root: str, scale: str) -> list[RunConfig]:
-    """``configs`` reading their datasets under ``root`` (absolute; the run ids stay the same)."""
-    if scale != "paper":
-        # Smoke runs read the stand-in files reproduce writes where their problems say.
-        raise ConfigError("--data-root", root, "a folder, with --scale paper only")
-    folder = str(Path(root).expanduser().resolve())
-    return [replace_section(c, data=dataclasses.replace(c.data, root=folder)) for c in configs]
-
-
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    """``prunebench reproduce ID``: run the missing runs, then build the table and figures."""
+    """``prunebench reproduce ID``: run the missing runs (of a slice, or staged), then build the
+    table and figures; ``--dry-run`` counts them and prints what they cost."""
     from benchmark.experiments.catalog import check_id
 
     check_id(args.id)
     rules = _table_rules(args)  # bad values fail before anything runs
+    within = slice_of(args)
     if args.data_root is not None and args.scale != "paper":
         # Smoke runs read the stand-in files reproduce writes where their problems say.
         raise ConfigError("--data-root", args.data_root, "a folder, with --scale paper only")
     from benchmark.experiments import get_experiment
-    from benchmark.experiments.base import unique_configs
     from benchmark.store.results import Store
 
     experiment = get_experiment(args.id)
     # Absolute output dirs: launcher workers may run from another directory.
-    planned = experiment.runs(args.scale, Path(args.store).resolve())
-    configs = unique_configs(planned)
-    if args.data_root is not None:
-        configs = reading_from(configs, args.data_root, args.scale)
+    root = Path(args.store).resolve()
+    chosen = choose(experiment, args.scale, root, within, staged=args.staged, rules=rules)
     store = Store(args.store)
-    missing = [c for c in configs if not store.is_finished(c.run_id)]
+    pairs = chosen.pairs()
+    configs = [cfg for _, cfg in pairs]
+    finished = {run_id for run_id, _ in pairs if store.is_finished(run_id)}
+    what = f"{experiment.id} ({args.scale}" + (
+        f"; slice: {within.label()})" if not within.everything else ")"
+    )
+    of_all = "" if within.everything else f" of the spec's {chosen.plan['run_id'].nunique()}"
     print(
-        f"[reproduce] {experiment.id} ({args.scale}): {len(configs)} runs, {len(missing)} missing",
+        f"[reproduce] {what}: {len(configs)} runs{of_all}, {len(configs) - len(finished)} missing",
         file=sys.stderr,
     )
     if args.dry_run:
+        print_dry_run(experiment, args.scale, chosen, args.store, finished, args)
         from benchmark.cli.disk import reproduce_disk_line
 
-        line = reproduce_disk_line(experiment, args.scale, planned, missing, args.store)
+        missing = [cfg for run_id, cfg in pairs if run_id not in finished]
+        line = reproduce_disk_line(experiment, args.scale, chosen.runs, missing, args.store)
         print(f"[reproduce] {line}", file=sys.stderr)
         return 0
     experiment.prepare(args.scale)
+    stages = [None] if chosen.staged is None else [1, 2]
+    for stage in stages:
+        if stage == 2:  # stage 2 follows from stage 1's results: plan it again from the store
+            chosen = choose(experiment, args.scale, root, within, staged=True, rules=rules,
+                            runs=chosen.runs)  # fmt: skip
+        todo = configs if stage is None else chosen.configs(_stage_ids(chosen, stage))
+        _run(todo, store, experiment.id, args, stage)
+        if args.executor == "slurm":
+            later = " (stage 2, the other seeds, is planned then: run this command again)"
+            print(
+                f"[reproduce] when the jobs are done: prunebench table/plot {experiment.id}"
+                + (later if stage == 1 else "")
+            )
+            if args.keep == "needed":
+                print(
+                    f"[reproduce] then free what the table does not need: prunebench free {args.id}"
+                )
+            return 0
+    _build_outputs(experiment, args, chosen, within, rules)
+    if args.keep == "needed":
+        from benchmark.cli.disk import free_after_reproduce
+
+        summary = free_after_reproduce(experiment, args.scale, args.store, chosen.runs)
+        print(f"[reproduce] --keep needed: {summary}", file=sys.stderr)
+    return 0
+
+
+def _stage_ids(chosen: Any, stage: int) -> list[str]:
+    staged = chosen.staged
+    return list(staged.stage1["run_id"] if stage == 1 else staged.stage2["run_id"])
+
+
+def _run(configs: list[RunConfig], store: Any, name: str, args: argparse.Namespace,
+         stage: int | None) -> None:  # fmt: skip
+    """Submit the unfinished ``configs`` (of a stage of staged tuning)."""
+    missing = [c for c in configs if not store.is_finished(c.run_id)]
+    if args.data_root is not None:
+        missing = reading_from(missing, args.data_root, args.scale)
     if args.measure_latency:
         from benchmark.measure.run_latency import asking_for_latency
 
         missing = [asking_for_latency(c) for c in missing]
-    _submit_missing(
+    if stage is not None:
+        print(f"[reproduce] staged tuning, stage {stage}: {len(missing)} runs to train",
+              file=sys.stderr)  # fmt: skip
+    submit_missing(
         missing,
         args.executor,
         args.store,
-        name=f"{experiment.id}-{args.scale}",
+        name=f"{name}-{args.scale}",
         workers=args.workers,
         profile=args.profile,
     )
-    if args.executor == "slurm":
-        print(f"[reproduce] when the jobs are done: prunebench table/plot {experiment.id}")
-        if args.keep == "needed":
-            print(f"[reproduce] then free what the table does not need: prunebench free {args.id}")
-        return 0
+
+
+def _build_outputs(
+    experiment: Any, args: argparse.Namespace, chosen: Any, within: Any, rules: Any
+) -> None:
+    """The table (and figures) of what ran, labelled with the slice and staged tuning."""
+    plan, labels = chosen.table_plan(), chosen.labels()
     if experiment.layout(args.scale) is not None:
         from benchmark.reporting.tables import rebuild
 
-        table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules)
+        table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules,
+                        within=within, plan=plan)  # fmt: skip
+        _label_staged(table, chosen, experiment.layout(args.scale), args.store, rules)
         _warn_smoke_vs_paper(table, args.scale, args.paper)
         out = (
             None
@@ -381,62 +427,27 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             else str(Path(args.out) / f"{experiment.id}.{_ext(args.format)}")
         )
         _emit(_render(table, args.format, args.store), out)
+    elif chosen.staged is not None:
+        from benchmark.reporting.staged import closing_note
+        from benchmark.store.frame import load_store
+
+        note = closing_note(chosen.staged, load_store(args.store), None, rules)
+        print(f"[reproduce] {note}", file=sys.stderr)
     if experiment.plot is not None:
         from benchmark.reporting.plots import draw
 
         figures = Path(args.out) if args.out else Path(DEFAULT_FIGURES)
-        for path in draw(experiment, args.scale, args.store, figures):
+        for path in draw(experiment, args.scale, args.store, figures, within=within, plan=plan,
+                         labels=labels):  # fmt: skip
             print(f"wrote {path}")
-    if args.keep == "needed":
-        from benchmark.cli.disk import free_after_reproduce
-
-        summary = free_after_reproduce(experiment, args.scale, args.store, planned)
-        print(f"[reproduce] --keep needed: {summary}", file=sys.stderr)
-    return 0
 
 
 def _ext(fmt: str) -> str:
     return {"markdown": "md", "latex": "tex", "csv": "csv"}[fmt]
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    """``prunebench list``: ids, what each shows, how many of its runs the store holds, and the
-    size of its paper-scale plan (read from the catalog: answers without loading torch)."""
-    from benchmark.experiments.catalog import load
-    from benchmark.experiments.not_reproducible import NOT_REPRODUCIBLE
-
-    finished = finished_ids(args.store)
-    rows = []
-    for entry in load().values():
-        if args.scale == "smoke":
-            planned = set(entry.smoke_runs)
-        else:
-            from benchmark.experiments import get_experiment
-
-            planned = set(get_experiment(entry.id).plan("paper", args.store)["run_id"])
-        held = f"{len(planned & finished)}/{len(planned)}" if planned else "no runs"
-        shows = "+".join(k for k in ("table", "figure") if getattr(entry, k)) or entry.kind
-        rows.append((entry.id, shows, held, f"{entry.paper_runs:,}", entry.description))
-    # The paper's other tables, listed so that none is silently missing.
-    for name, reason in NOT_REPRODUCIBLE.items():
-        rows.append((name, "table", "-", "-", f"not reproducible here: {reason.split(':')[0]}"))
-    header = ("id", "shows", f"runs held ({args.scale})", "paper-scale runs", "description")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    for r in [header, *rows]:
-        cells = [
-            f"{v:>{w}}" if i == 3 else f"{v:<{w}}"
-            for i, (v, w) in enumerate(zip(r[:4], widths, strict=True))
-        ]
-        print("  ".join(cells) + "  " + r[4])
-    print(
-        "\nprunebench table ID / plot ID (ids that show a figure) / reproduce ID --scale smoke",
-    )
-    return 0
-
-
 COMMANDS = {
     "table": cmd_table,
     "plot": cmd_plot,
     "reproduce": cmd_reproduce,
-    "list": cmd_list,
 }

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmark.cli.costs import add_estimate_arg
+
 DEFAULT_STORE = "results/runs"
 
 
@@ -38,7 +40,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "machine; debug: in this process, a failing run stops in pdb",
     )
     _add_store_arg(submit)
-    submit.add_argument("--dry-run", action="store_true", help="show the plan, submit nothing")
+    submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show the plan and what it costs (dataset passes, device-hours), submit nothing",
+    )
+    add_estimate_arg(submit)
     submit.add_argument(
         "--retry-failed", action="store_true", help="also resubmit runs whose result says failed"
     )
@@ -243,6 +250,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         from benchmark.cli.disk import submit_disk_line
 
+        print_grid_cost(expansion, store, args.estimate_device, settings.executor)
         print(submit_disk_line(result), flush=True)
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
@@ -252,6 +260,27 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"{len(failed)} run(s) failed; `prunebench status {args.file}` lists them")
         return 1
     return 0
+
+
+def print_grid_cost(
+    expansion: Any, store: Path, device: str | None, executor: str = "local"
+) -> None:
+    """A grid's cost per method, for its dense parents and in total (``submit --dry-run``)."""
+    from benchmark.cli.costs import cost_text, suggested_device
+    from benchmark.launch import grid_nodes
+    from benchmark.store.results import Store
+
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for run in expansion.runs:
+        groups.setdefault(run.method, []).append((run.run_id, run.cfg))
+    st = Store(store)
+    ids = [n.run_id for n in grid_nodes(expansion)]
+    finished = {rid for rid in ids if st.is_finished(rid)}
+    heading = f" of grid {expansion.grid.name}"
+    suggest = suggested_device(executor=executor)
+    text, _ = cost_text(groups, finished, str(store), device=device, heading=heading,
+                        suggest=suggest)  # fmt: skip
+    print(text)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -24,6 +24,11 @@ def add_parsers(sub: Any) -> None:
 
     exp = _spec_parser(sub, "export", "every run of a table/figure as tidy CSV or JSON")
     exp.add_argument("--format", choices=("csv", "json"), default="csv")
+    exp.add_argument(
+        "--staged",
+        action="store_true",
+        help="the runs of staged tuning and its selection (column procedure = staged)",
+    )
 
     cost = _spec_parser(sub, "cost", "accuracy vs measured training cost (Pareto fronts)")
     cost.add_argument("--format", choices=("markdown", "csv"), default="markdown")
@@ -90,7 +95,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     from benchmark.reporting.export import export_frame, render
 
     experiment = get_experiment(args.id)
-    _emit(render(export_frame(experiment, scale, args.store), args.format), args.out)
+    if args.staged:
+        from benchmark.cli.plan_flags import choose
+        from benchmark.experiments.slices import Slice
+        from benchmark.reporting.staged import staged_export
+
+        staged = choose(experiment, scale, args.store, Slice(), staged=True).staged
+        frame = staged_export(experiment, scale, args.store, staged)
+    else:
+        frame = export_frame(experiment, scale, args.store)
+    _emit(render(frame, args.format), args.out)
     return 0
 
 

@@ -251,11 +251,17 @@ class GridExperiment(Experiment, Generic[G]):
         self.grids: dict[str, G] = {"smoke": smoke, "paper": paper}
 
 
-def plan_frame(runs: Iterable[PlannedRun]) -> pd.DataFrame:
-    """Planned runs as a frame with :data:`PLAN_COLUMNS`; a run listed twice is kept once."""
+def plan_frame(runs: Iterable[PlannedRun], ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """Planned runs as a frame with :data:`PLAN_COLUMNS`; a run listed twice is kept once.
+
+    ``ids``: the runs' ids when the caller has them (a run id hashes the whole config: at paper
+    scale computing them is most of the cost of a plan).
+    """
+    runs = list(runs)
+    ids = [r.cfg.run_id for r in runs] if ids is None else list(ids)
     rows = [
         {
-            "run_id": r.cfg.run_id,
+            "run_id": run_id,
             "section": r.section,
             "row": r.row,
             "goal": float("nan") if r.sparsity is None else float(r.sparsity),
@@ -265,7 +271,7 @@ def plan_frame(runs: Iterable[PlannedRun]) -> pd.DataFrame:
             "seed": r.cfg.seed,
             "method": r.cfg.method.name,
         }
-        for r in runs
+        for r, run_id in zip(runs, ids, strict=True)
     ]
     frame = pd.DataFrame(rows, columns=PLAN_COLUMNS)
     return frame.drop_duplicates(subset=[*CELL, "run_id"], ignore_index=True)

@@ -3,9 +3,10 @@
 Loading the specs needs torch (the methods' presets and checks) and takes seconds; ``prunebench
 list`` and the checks of a table or figure id must answer at once. So the facts those need (each
 id, its kind, whether it has a table and a figure, its description, the run ids it plans at smoke
-scale and the size of its paper-scale plan) are generated from the specs into ``catalog.json``
-beside this module, with ``python -m benchmark.experiments.catalog --write``, and a test checks
-the file against the specs, so it cannot drift from them.
+scale and the size of its paper-scale plan: runs, dense parents and dataset passes) are
+generated from the specs into ``catalog.json`` beside this module, with ``python -m
+benchmark.experiments.catalog --write``, and a test checks the file against the specs, so it
+cannot drift from them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import functools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,7 +48,7 @@ class Entry:
 def entry_of(experiment: Any) -> Entry:
     """The catalog entry of a loaded spec (plans both scales)."""
     smoke = experiment.plan("smoke", PLAN_STORE)
-    paper = experiment.plan("paper", PLAN_STORE)
+    runs = experiment.runs("paper", PLAN_STORE)
     return Entry(
         id=experiment.id,
         kind=experiment.kind,
@@ -55,8 +56,33 @@ def entry_of(experiment: Any) -> Entry:
         table=experiment.layout("paper") is not None,
         figure=experiment.plot is not None,
         smoke_runs=tuple(sorted(set(smoke["run_id"]))),
-        paper_runs=int(paper["run_id"].nunique()),
+        paper_runs=len({r.cfg.run_id for r in runs}),
+        extra=paper_passes(r.cfg for r in runs),
     )
+
+
+def paper_passes(configs: Iterable[Any]) -> dict[str, Any]:
+    """The dataset passes of a paper-scale plan (``prunebench list``): in total, per model, and
+    how many dense parents it trains first (their passes included), counted as a cost estimate
+    counts them (``benchmark.training.passes``)."""
+    from benchmark.training.passes import parent_of, run_passes
+
+    runs: dict[str, Any] = {}
+    parents: dict[str, Any] = {}
+    for cfg in configs:
+        runs.setdefault(cfg.run_id, cfg)
+        parent = parent_of(cfg)
+        if parent is not None:
+            parents.setdefault(parent.run_id, parent)
+    every = [*runs.values(), *(p for pid, p in parents.items() if pid not in runs)]
+    by_model: dict[str, int] = {}
+    for cfg in every:
+        by_model[cfg.model.name] = by_model.get(cfg.model.name, 0) + run_passes(cfg)
+    return {
+        "paper_passes": sum(by_model.values()),
+        "paper_passes_by_model": dict(sorted(by_model.items())),
+        "paper_parents": len(every) - len(runs),
+    }
 
 
 def build() -> dict[str, Any]:

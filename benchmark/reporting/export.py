@@ -76,12 +76,23 @@ def run_row(record: dict[str, Any] | None) -> dict[str, Any]:
     return row
 
 
-def export_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) -> pd.DataFrame:
-    """The tidy frame of ``experiment`` at ``scale`` against the store in ``store_dir``."""
+def export_frame(
+    experiment: Experiment,
+    scale: Scale,
+    store_dir: str | Path,
+    *,
+    plan: pd.DataFrame | None = None,
+    procedure: str = "full",
+) -> pd.DataFrame:
+    """The tidy frame of ``experiment`` at ``scale`` against the store in ``store_dir``.
+
+    ``plan``/``procedure``: another plan of it and how it was tuned (staged tuning's: its
+    ``procedure`` column says "staged", and ``selected`` marks the configurations it chose).
+    """
     from benchmark.reporting.tables import select_cells
     from benchmark.store.frame import load_store
 
-    plan = experiment.plan(scale, store_dir)
+    plan = experiment.plan(scale, store_dir) if plan is None else plan
     store = Store(store_dir)
     rows = []
     for planned in plan.to_dict("records"):
@@ -89,6 +100,7 @@ def export_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) ->
     frame = pd.DataFrame(rows)
     frame.insert(0, "experiment", experiment.id)
     frame.insert(1, "scale", scale)
+    frame.insert(2, "procedure", procedure)
     best, _ = select_cells(experiment.layout(scale), plan, load_store(store_dir))
     frame["selected"], frame["selected_goal"] = _selection(frame, best)
     return frame

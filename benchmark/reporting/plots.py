@@ -8,7 +8,7 @@ bands span the min and max test accuracy over that configuration's seeds.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from matplotlib.ticker import MaxNLocator
 
 from benchmark.experiments.base import Experiment, Scale
 from benchmark.experiments.figure_specs import DENSE_ROW, RENDA_ROW
+from benchmark.experiments.slices import Slice
 from benchmark.reporting.selection import aggregate
 
 _PALETTE = [
@@ -333,20 +334,51 @@ FIGURES: dict[str, Callable[[Experiment, Scale, pd.DataFrame, pd.DataFrame], Fig
 }
 
 
-def build_figure(experiment: Experiment, scale: Scale, store_dir: str | Path) -> Figure:
-    """The figure of ``experiment`` from the store in ``store_dir`` (not saved)."""
+def build_figure(
+    experiment: Experiment,
+    scale: Scale,
+    store_dir: str | Path,
+    *,
+    within: Slice | None = None,
+    plan: pd.DataFrame | None = None,
+    labels: Sequence[str] = (),
+) -> Figure:
+    """The figure of ``experiment`` from the store in ``store_dir`` (not saved).
+
+    ``within``: a slice; only its runs count as found (the others as missing, and rows without
+    a point are named in the footer). ``plan``: another plan of it (staged tuning's);
+    ``labels`` say how it was built, under the title.
+    """
     from benchmark.core.errors import ConfigError
     from benchmark.store.frame import load_store
 
     if experiment.plot is None:
         raise ConfigError("figure id", experiment.id, "the id of a figure (prunebench list)")
     store = load_store(store_dir)
-    return FIGURES[experiment.plot](experiment, scale, experiment.plan(scale, store_dir), store)
+    plan = experiment.plan(scale, store_dir) if plan is None else plan
+    labels = list(labels)
+    if within is not None and not within.everything:
+        if len(store):
+            store = store[store["run_id"].isin(within.apply(plan)["run_id"])]
+        labels.append(f"slice: {within.label()}; runs outside it count as missing")
+    fig = FIGURES[experiment.plot](experiment, scale, plan, store)
+    if labels and fig._suptitle is not None:
+        fig.suptitle(fig._suptitle.get_text() + "\n" + "; ".join(labels), fontsize=8)
+    return fig
 
 
-def draw(experiment: Experiment, scale: Scale, store_dir: str | Path, out_dir: Path) -> list[Path]:
+def draw(
+    experiment: Experiment,
+    scale: Scale,
+    store_dir: str | Path,
+    out_dir: Path,
+    *,
+    within: Slice | None = None,
+    plan: pd.DataFrame | None = None,
+    labels: Sequence[str] = (),
+) -> list[Path]:
     """Build the figure of ``experiment`` and save it as ``out_dir/<id>.png`` and ``.pdf``."""
-    fig = build_figure(experiment, scale, store_dir)
+    fig = build_figure(experiment, scale, store_dir, within=within, plan=plan, labels=labels)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{experiment.id}.png", out_dir / f"{experiment.id}.pdf"]
     fig.savefig(paths[0], dpi=130)

@@ -103,7 +103,10 @@ def render_markdown(table: Table, store: str = "the store") -> str:
 
 
 def _scale_text(table: Table) -> str:
-    return f"{table.scale} scale" + (f": {table.ran}" if table.ran else "")
+    # A slice or staged tuning is part of what the table is: every rendering's title says so.
+    scale = f"{table.scale} scale" if table.scale in ("smoke", "paper") else table.scale
+    text = scale + (f": {table.ran}" if table.ran else "")
+    return "; ".join([text, *table.labels])
 
 
 def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
@@ -222,6 +225,8 @@ def table_frame(table: Table) -> pd.DataFrame:
                     "missing": v.missing,
                     **v.stats,
                 }
+                if table.labels:  # a slice or staged tuning: said on every CSV row
+                    row["built"] = "; ".join(table.labels)
                 if table.with_paper:
                     diff = None if v.mean is None or v.paper_mean is None else v.mean - v.paper_mean
                     row |= {"paper_mean": v.paper_mean, "paper_std": v.paper_std, "diff": diff}

@@ -26,6 +26,7 @@ import pandas as pd
 
 from benchmark.core.errors import ConfigError
 from benchmark.experiments.base import Experiment, Scale, TableLayout
+from benchmark.experiments.slices import Slice
 from benchmark.reporting.selection import (
     TableRules,
     configuration_stats,
@@ -115,6 +116,9 @@ class Table:
     ran: str = ""  # at smoke scale, what actually trained ("digits, cnn_wide")
     # The reported (and selection) metric, a key of SELECT_BY.
     metric: str = "accuracy"
+    # How it was built when not from the whole plan by the full procedure ("slice: methods
+    # bimp", "staged tuning"): said in the title of every rendering and in exports.
+    labels: list[str] = field(default_factory=list)
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -147,9 +151,17 @@ def build_table(
     unavailable: Mapping[str, str] | None = None,
     paper: pd.DataFrame | None = None,
     rules: TableRules | None = None,
+    within: Slice | None = None,
 ) -> Table:
-    """Select, aggregate and lay out ``plan`` against ``store`` (and the paper's numbers)."""
+    """Select, aggregate and lay out ``plan`` against ``store`` (and the paper's numbers).
+
+    With ``within``, only the runs of the slice count as found, and every cell outside it is
+    shown as missing (never dropped, never filled from runs outside the slice).
+    """
     select = selection_metric(layout)
+    if within is not None and not within.everything:
+        store = store[store["run_id"].isin(within.apply(plan)["run_id"])] if len(store) else store
+    row_methods = plan.groupby(["section", "row"], sort=False)["method"].unique().to_dict()
     best, counts = select_cells(layout, plan, store, rules)
     best_at, count_at = _index(best), _index(counts)
     row_means = _index(per_row_means(plan, store).assign(goal=np.nan, budget=""))
@@ -177,6 +189,12 @@ def build_table(
                     )
                     continue
                 values = [_value(section, label, c, best_at, count_at, row_means) for c in columns]
+                if within is not None:
+                    methods = row_methods.get((section, label), ())
+                    values = [
+                        _outside(v) if within.outside(section, methods, c.goal) else v
+                        for v, c in zip(values, columns, strict=True)
+                    ]
                 for value, c in zip(values, columns, strict=True):
                     p = paper_at.get((*_key(section, label, c.goal, c.budget), c.metric))
                     if p is not None:
@@ -194,6 +212,13 @@ def build_table(
     )
     finished = set() if done is None else set(done.loc[done["status"].eq("finished"), "run_id"])
     ids = set(plan["run_id"])
+    labels = []
+    if within is not None and not within.everything:
+        labels.append(f"slice: {within.label()}")
+        notes.append(
+            f"slice ({within.label()}): every cell outside it is shown as missing, and only the "
+            "runs inside it count as found"
+        )
     return Table(
         table_id,
         scale,
@@ -203,6 +228,7 @@ def build_table(
         notes=list(dict.fromkeys(notes)),
         with_paper=paper is not None,
         metric=select,
+        labels=labels,
     )
 
 
@@ -233,6 +259,11 @@ def _unplaced_notes(
             f"the empty columns (nor the closest within {rules.max_distance:g})"
         )
     return notes
+
+
+def _outside(value: Value) -> Value:
+    """A cell outside the slice: missing, whatever the store holds."""
+    return Value(status="missing", planned=value.planned, missing=value.planned)
 
 
 def _num(value: object) -> float | None:
@@ -298,8 +329,11 @@ def rebuild(
     paper: bool = False,
     store: pd.DataFrame | None = None,
     rules: TableRules | None = None,
+    within: Slice | None = None,
+    plan: pd.DataFrame | None = None,
 ) -> Table:
-    """The table of ``experiment`` at ``scale`` from the store in ``store_dir``."""
+    """The table of ``experiment`` at ``scale`` from the store in ``store_dir``; ``within``: a
+    slice (cells outside it missing); ``plan``: another plan of it (staged tuning's)."""
     from benchmark.experiments.paper_numbers import load_paper_table
     from benchmark.store.frame import load_store
 
@@ -315,11 +349,12 @@ def rebuild(
         experiment.id,
         scale,
         layout,
-        experiment.plan(scale, store_dir),
+        experiment.plan(scale, store_dir) if plan is None else plan,
         frame,
         unavailable=unavailable,
         paper=published,
         rules=rules,
+        within=within,
     )
     if scale == "smoke":
         from benchmark.reporting.titles import what_ran

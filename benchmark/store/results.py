@@ -317,7 +317,6 @@ class HeldLock:
         self.discarded = self.created
 
 
-
 def read_record(path: Path) -> dict[str, Any]:
     """One result JSON; raises CorruptRecord unless it is an object with a run id."""
     text = path.read_bytes()

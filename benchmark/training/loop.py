@@ -13,6 +13,7 @@ import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import torch
 from tqdm.auto import tqdm
 
 from benchmark.training.state import DivergenceError
@@ -141,6 +142,9 @@ def fit_steps(
     start = time.perf_counter()
     wall_before = trainer.state.wall_seconds
     epochs = range(trainer.state.epoch, trainer.total_epochs)
+    if trainer.device.type == "cuda":
+        # The run's own peak, not that of an earlier run of this process.
+        torch.cuda.reset_peak_memory_stats(trainer.device)
     bar = tqdm(
         epochs,
         total=trainer.total_epochs,
@@ -197,4 +201,11 @@ def fit_steps(
     metrics["epoch_phases"] = [dict(p) for p in trainer.state.epoch_phases]
     metrics["wall_seconds"] = wall_before + time.perf_counter() - start
     metrics["step"] = trainer.step_record()
+    # What a cost estimate of later runs needs (benchmark.launch.estimate): the images of one
+    # epoch and, on a GPU, the device memory this run needed at its peak (this process's part).
+    metrics["train_images_per_epoch"] = math.ceil(
+        trainer.data.num_train * trainer.cfg.data.epoch_fraction
+    )
+    if trainer.device.type == "cuda":
+        metrics["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(trainer.device))
     return metrics

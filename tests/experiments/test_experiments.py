@@ -318,7 +318,7 @@ def test_reproduce_reads_a_paper_grid_from_another_data_folder(tmp_path, capsys,
     name = "appendix-schedule-comparison-cifar10-oneshot"
     submitted: list = []
     monkeypatch.setattr(
-        experiments_cli, "_submit_missing", lambda configs, *a, **k: submitted.extend(configs)
+        experiments_cli, "submit_missing", lambda configs, *a, **k: submitted.extend(configs)
     )
     store = ["--store", str(tmp_path / "runs"), "--scale", "paper", "--executor", "slurm"]
     planned = get_experiment(name).runs("paper", (tmp_path / "runs").resolve())

@@ -1,0 +1,221 @@
+"""``prunebench calibrate``, and the cost lines the dry runs of ``reproduce`` and ``submit`` print.
+
+The cost of a plan (``benchmark.launch.estimate``) is printed per table row or method, for the
+dense parents and in total: runs, missing runs, dataset passes, device-hours of what is missing
+on one device, and the peak device memory where a run measured it. Hours come only from
+measurements; without one the line says "unknown" and the command that measures it follows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from benchmark.core.errors import ConfigError
+
+DEFAULT_STORE = "results/runs"
+PRECISIONS = ("fp32", "bf16")
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``calibrate`` on the ``prunebench`` sub-parser set."""
+    cal = sub.add_parser(
+        "calibrate",
+        help="time a short run of each model on a device, for cost estimates (dry runs)",
+        description="Train each model for a few timed iterations with the harness's own settings "
+        "(captured steps and channels_last where the device allows, bf16 with --precision "
+        "bf16) on synthetic batches of its dataset's shape, and keep the images/s (and peak "
+        "device memory) in <store>/calibration/throughput.json, where the dry runs of "
+        "reproduce and submit read them.",
+    )
+    cal.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    cal.add_argument(
+        "--models",
+        required=True,
+        help="comma-separated MODEL or MODEL:DATASET (e.g. resnet56,wrn28_10:cifar100); a model "
+        "alone is timed on the dataset the paper trains it on",
+    )
+    cal.add_argument(
+        "--precision", default="fp32", help="comma-separated, of: fp32, bf16 (optim.bf16)"
+    )
+    cal.add_argument("--batch", type=int, default=0, help="batch size (0: the paper's)")
+    cal.add_argument("--steps", type=int, default=50, help="timed iterations (at least)")
+    cal.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    cal.add_argument("--store", default=DEFAULT_STORE, help="results store the file goes to")
+
+
+def add_estimate_arg(p: argparse.ArgumentParser) -> None:
+    """``--estimate-device``: the device a dry run's device-hours are for."""
+    p.add_argument(
+        "--estimate-device",
+        default=None,
+        metavar="DEVICE",
+        help="with --dry-run: estimate device-hours for this measured device (cpu, cuda, or part "
+        "of a GPU's name such as H100; default: the device measured for most of the plan)",
+    )
+
+
+def suggested_device(scale: str = "smoke", executor: str = "local") -> str:
+    """The device a calibrate command should measure when nothing is measured yet: the GPU a
+    paper-scale plan or a cluster job runs on, else this machine's (torch is loaded by now)."""
+    import torch
+
+    gpu = scale == "paper" or executor == "slurm" or torch.cuda.is_available()
+    return "cuda" if gpu else "cpu"
+
+
+def _precisions(text: str) -> list[str]:
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    bad = [w for w in words if w not in PRECISIONS]
+    if bad or not words:
+        raise ConfigError("--precision", bad[0] if bad else text, "comma-separated fp32, bf16")
+    return list(dict.fromkeys(words))
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``prunebench calibrate``: measure, print and keep the images/s of each model."""
+    precisions = _precisions(args.precision)
+    for flag, value, low in (("--batch", args.batch, 0), ("--steps", args.steps, 1)):
+        if value < low:
+            raise ConfigError(flag, value, f"an integer >= {low}")
+    if args.threads < 0:
+        raise ConfigError("--threads", args.threads, "an integer >= 0")
+    import torch
+
+    from benchmark.store.calibration import write_calibrations
+    from benchmark.training.calibrate import calibrate, parse_targets
+
+    targets = parse_targets(args.models)
+    try:
+        device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
+                              else "cpu" if args.device == "auto" else args.device)  # fmt: skip
+    except RuntimeError:
+        raise ConfigError("--device", args.device, "cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device", args.device, "cpu or auto (no CUDA device here)")
+    command = "prunebench " + " ".join(sys.argv[1:]) if sys.argv[1:] else "prunebench calibrate"
+    found = calibrate(
+        targets,
+        str(device),
+        precisions=precisions,
+        batch=args.batch or None,
+        steps=args.steps,
+        threads=args.threads,
+        command=command,
+    )
+    path = write_calibrations(args.store, found)
+    for c in found:
+        peak = f", peak memory {_bytes(c.peak_memory_bytes)}" if c.peak_memory_bytes else ""
+        print(
+            f"{c.model}/{c.dataset} ({c.precision}) on {c.device}: {c.images_per_s:,.0f} "
+            f"images/s (batch {c.batch_size}, {c.timed_iterations} timed iterations{peak})"
+        )
+    print(f"wrote {path}")
+    return 0
+
+
+def _bytes(n: int | None) -> str:
+    return "-" if not n else f"{n / 2**30:.1f} GiB"
+
+
+def _hours(h: float) -> str:
+    # Smoke plans cost seconds: two significant digits rather than "0.0".
+    return f"{h:.2g}" if h < 1 else f"{h:,.1f}" if h < 100 else f"{h:,.0f}"
+
+
+def cost_text(
+    groups: Mapping[str, Sequence[Any]],
+    finished: set[str],
+    store: str,
+    *,
+    device: str | None = None,
+    heading: str = "",
+    records: Sequence[Mapping] | None = None,
+    suggest: str = "cuda",
+) -> tuple[str, Any]:
+    """The cost lines of ``groups`` of (run id, config) (and their dense parents), and the
+    estimate.
+
+    ``device``: the ``--estimate-device`` asked for (None: the best-measured device);
+    ``suggest``: the device the calibrate command names when nothing is measured.
+    """
+    from benchmark.launch.estimate import Throughputs, estimate, workload
+
+    throughputs = Throughputs.of_store(store, records)
+    workloads = {workload(c) for pairs in groups.values() for _, c in pairs}
+    chosen = throughputs.choose_device(workloads, device)
+    est = estimate(groups, finished, throughputs, chosen)
+    where = chosen or (f"{device} (not measured)" if device else "no measured device")
+    lines = [f"cost{heading}, device-hours on {where} (training steps at measured images/s):"]
+    header = ("", "runs", "missing", "passes", "passes to run", "device-hours to run", "peak mem")
+    rows = [header]
+    for line in [*est.lines, est.total]:
+        hours = _hours(line.hours) if line.known else "unknown"
+        rows.append(
+            (
+                line.label,
+                f"{line.runs:,}",
+                f"{line.missing:,}",
+                f"{line.passes:,}",
+                f"{line.missing_passes:,}",
+                hours,
+                _bytes(line.peak_bytes),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        cells = [r[0].ljust(widths[0])] + [
+            v.rjust(w) for v, w in zip(r[1:], widths[1:], strict=True)
+        ]
+        lines.append("  " + "  ".join(cells))
+    total = est.total
+    if total.known:
+        lines.append(f"  the whole plan: {total.passes:,} passes, {_hours(total.all_hours)} h")
+    for w, source in sorted(est.sources.items(), key=lambda kv: kv[0].text()):
+        lines.append(f"  images/s of {w.text()}: {source}")
+    lines += _unknown_lines(est, store, device or chosen, suggest)
+    return "\n".join(lines), est
+
+
+def _unknown_lines(est: Any, store: str, device: str | None, suggest: str) -> list[str]:
+    """Why hours are unknown, and the commands that measure what is missing."""
+    out = []
+    if est.total.no_size:
+        names = ", ".join(sorted(est.total.no_size))
+        out.append(
+            f"  device-hours unknown: the training-set size of {names} is known only from a "
+            "finished run of it in the store"
+        )
+    unknown = est.unknown()
+    if not unknown:
+        return out
+    from benchmark.training.calibrate import DATASET_INPUTS
+
+    where = device or "any device"
+    names = ", ".join(w.text() for w in sorted(unknown, key=lambda w: w.text()))
+    out.append(f"  device-hours unknown: no measured images/s of {names} on {where}; measure with")
+    target = "cpu" if (device or suggest).lower() == "cpu" else "cuda"
+    for precision in PRECISIONS:
+        models = sorted(
+            f"{w.model}:{w.dataset}"
+            for w in unknown
+            if w.precision == precision and w.dataset in DATASET_INPUTS
+        )
+        if models:
+            flag = "" if precision == "fp32" else " --precision bf16"
+            out.append(
+                f"    prunebench calibrate --device {target} --models {','.join(models)}"
+                f"{flag} --store {store}"
+            )
+    others = sorted(w.text() for w in unknown if w.dataset not in DATASET_INPUTS)
+    if others:
+        out.append(
+            f"    ({', '.join(others)}: one epoch of a real run, e.g. prunebench run with "
+            "budget.epochs=1, stores a measurement)"
+        )
+    return out
+
+
+COMMANDS = {"calibrate": cmd_calibrate}

@@ -1,0 +1,176 @@
+"""The flags that choose which part of a spec's plan a command works on, and how it is tuned.
+
+``--methods/--sparsities/--seeds/--section`` cut a slice (``benchmark.experiments.slices``);
+``--staged`` opts in to staged tuning (``benchmark.reporting.staged``). ``reproduce``, ``table``,
+``plot`` and ``export`` share them, so a slice reproduced is the slice tabulated. The values are
+parsed without torch; they are checked against the spec's plan before any run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.experiments.slices import Slice, parse_slice
+
+
+def add_slice_args(p: argparse.ArgumentParser, *, staged: bool = True) -> None:
+    """The slice flags (and ``--staged``) on a sub-command."""
+    group = p.add_argument_group("a part of the spec (cells outside it are shown as missing)")
+    group.add_argument(
+        "--methods", default=None, help="comma-separated method names, e.g. bimp,gmp"
+    )
+    group.add_argument(
+        "--sparsities", default=None, help="comma-separated goal sparsities in percent, e.g. 90,95"
+    )
+    group.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1")
+    group.add_argument(
+        "--section", default=None, help="comma-separated sections, e.g. CIFAR-10 (the spec's)"
+    )
+    if staged:
+        p.add_argument(
+            "--staged",
+            action="store_true",
+            help="staged tuning: every configuration on the first seed, the other seeds only "
+            "for each cell's configuration selected by validation (labelled as such)",
+        )
+
+
+def slice_of(args: argparse.Namespace) -> Slice:
+    """The slice the flags ask for (checked against a plan later)."""
+    return parse_slice(
+        getattr(args, "methods", None),
+        getattr(args, "sparsities", None),
+        getattr(args, "seeds", None),
+        getattr(args, "section", None),
+    )
+
+
+@dataclass
+class Chosen:
+    """The part of an experiment's plan a command works on."""
+
+    runs: list[Any]  # PlannedRun of the whole plan
+    ids: list[str]  # their run ids, in the same order
+    plan: Any  # the whole plan (DataFrame)
+    sliced: Any  # the slice's rows of it
+    within: Slice
+    staged: Any = None  # a StagedPlan, with --staged
+
+    def pairs(self, run_ids: Any | None = None) -> list[tuple[str, Any]]:
+        """(run id, config) of each distinct run of the slice (of ``run_ids`` only, when
+        given), in plan order."""
+        keep = set(self.sliced["run_id"]) if run_ids is None else set(run_ids)
+        seen: dict[str, Any] = {}
+        for run_id, r in zip(self.ids, self.runs, strict=True):
+            if run_id in keep:
+                seen.setdefault(run_id, r.cfg)
+        return list(seen.items())
+
+    def configs(self, run_ids: Any | None = None) -> list[Any]:
+        """The distinct configs of the slice (of ``run_ids`` only, when given), in plan order."""
+        return [cfg for _, cfg in self.pairs(run_ids)]
+
+    def table_plan(self) -> Any:
+        """What a table reports: the staged table's plan (plus every planned run outside the
+        slice, shown as missing), else the whole plan."""
+        if self.staged is None:
+            return self.plan
+        import pandas as pd
+
+        outside = self.plan[~self.within.keeps(self.plan)]
+        return pd.concat([self.staged.table_plan, outside], ignore_index=True)
+
+    def store_view(self, store: Any) -> Any:
+        """The store frame with only the slice's runs (those outside it count as missing)."""
+        if self.within.everything or not len(store):
+            return store
+        return store[store["run_id"].isin(self.sliced["run_id"])]
+
+    def labels(self) -> list[str]:
+        """How the table or figure was built, when not by the full procedure."""
+        from benchmark.reporting.staged import LABEL
+
+        return [LABEL] if self.staged is not None else []
+
+
+def choose(
+    experiment: Any,
+    scale: str,
+    store: str | Path,
+    within: Slice,
+    *,
+    staged: bool = False,
+    rules: Any = None,
+    runs: list[Any] | None = None,
+) -> Chosen:
+    """The slice of ``experiment``'s plan at ``scale`` (checked: a value the spec lacks is an
+    error naming the flag), and its staged plan from the store in ``store`` with ``staged``."""
+    from benchmark.experiments.base import plan_frame
+
+    runs = experiment.runs(scale, store) if runs is None else runs
+    ids = [r.cfg.run_id for r in runs]
+    plan = plan_frame(runs, ids)
+    within.check(plan, f"{experiment.id} at {scale} scale")
+    sliced = within.apply(plan)
+    chosen = Chosen(runs, ids, plan, sliced, within)
+    if staged:
+        from benchmark.reporting.staged import staged_plan
+        from benchmark.store.frame import load_store
+        from benchmark.training.passes import run_passes
+
+        weight = {run_id: float(run_passes(c)) for run_id, c in chosen.pairs()}
+        layout = experiment.layout(scale)
+        chosen.staged = staged_plan(sliced, load_store(store), layout, rules, weight)
+    return chosen
+
+
+def print_dry_run(
+    experiment: Any, scale: str, chosen: Chosen, store: str, finished: set[str], args: Any
+) -> None:
+    """The dry run's cost: per table row, the dense parents and in total; with ``--staged``
+    both plans' runs and device-hours."""
+    from benchmark.cli.costs import cost_text, suggested_device
+
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    by_id = dict(chosen.pairs())
+    multi = chosen.sliced["section"].nunique() > 1
+    for r in chosen.sliced.drop_duplicates("run_id").to_dict("records"):
+        label = f"{r['section']} / {r['row']}" if multi else str(r["row"])
+        groups.setdefault(label, []).append((r["run_id"], by_id[r["run_id"]]))
+    device = getattr(args, "estimate_device", None)
+    suggest = suggested_device(scale, getattr(args, "executor", "local"))
+    heading = f" of {experiment.id} ({scale} scale" + (
+        f"; slice: {chosen.within.label()})" if not chosen.within.everything else ")"
+    )
+    text, full = cost_text(groups, finished, store, device=device, heading=heading, suggest=suggest)
+    print(text, file=sys.stderr)
+    if chosen.staged is None:
+        return
+    s = chosen.staged
+    staged_ids = set(s.run_ids())
+    staged_groups = {k: [p for p in v if p[0] in staged_ids] for k, v in groups.items()}
+    _, est = cost_text(staged_groups, finished, store, device=device, suggest=suggest)
+    bound = "at most " if s.undecided else ""
+    print(
+        f"staged tuning (--staged): stage 1 (first seed, every configuration) "
+        f"{s.stage1['run_id'].nunique():,} runs; stage 2 (other seeds of each cell's selected "
+        f"configuration) {bound}{s.stage2['run_id'].nunique() + s.undecided:,} runs "
+        f"({s.decided_cells} of {s.cells} cells selected so far)",
+        file=sys.stderr,
+    )
+    for name, e, runs in (
+        ("full procedure", full, full.total.runs),
+        ("staged tuning ", est, est.total.runs),
+    ):
+        hours = (
+            f"{e.total.all_hours:,.1f} device-hours" if e.total.known else "device-hours unknown"
+        )
+        print(
+            f"  {name}: {bound if e is est else ''}{runs:,} runs, {e.total.passes:,} passes, "
+            f"{hours}",
+            file=sys.stderr,
+        )

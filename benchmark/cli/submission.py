@@ -1,0 +1,72 @@
+"""How ``reproduce`` runs what a table misses: through the launcher (idempotent, dense parents
+first), reading the datasets from another folder where asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmark.config.parse import replace_section
+from benchmark.config.run import RunConfig
+from benchmark.core.errors import ConfigError
+
+
+def submit_missing(
+    configs: Sequence[RunConfig],
+    executor: str,
+    store_dir: str | Path,
+    *,
+    name: str,
+    workers: int = 1,
+    profile: str | None = None,
+) -> list[str]:
+    """Submit the configs the store has not finished; returns their run ids.
+
+    This is the one place that knows how runs are executed: through the launcher
+    (``benchmark.launch.submit_grid``: idempotent, skips finished or queued runs, dense parents
+    first) as a grid named ``name``. Without the launcher, the local executor runs them here,
+    one after the other, with ``benchmark.training.runner.execute``.
+    """
+    from benchmark.store.results import Store
+
+    store = Store(store_dir)
+    missing = [c for c in configs if not store.is_finished(c.run_id)]
+    if not missing:
+        return []
+    try:
+        from benchmark import launch
+        from benchmark.launch.expansion import Expansion, GridRun
+        from benchmark.launch.grid import Grid
+    except ImportError:
+        launch = None
+    if launch is None:
+        if executor != "local":
+            raise ConfigError("--executor", executor, "local (the launcher is not installed)")
+        from benchmark.training.runner import execute
+
+        for i, cfg in enumerate(missing, start=1):
+            print(f"[reproduce] {i}/{len(missing)} {cfg.run_id}", file=sys.stderr, flush=True)
+            execute(cfg)
+        return [c.run_id for c in missing]
+    settings = launch.LaunchSettings(
+        executor=executor,
+        workers=workers,
+        profile=launch.load_profile(profile) if profile is not None else None,
+    )
+    grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")
+    expansion = Expansion(grid, [GridRun(c.run_id, c, {}) for c in missing], len(missing))
+    result = launch.submit_grid(expansion, Path(store_dir).resolve(), settings, out=sys.stderr)
+    print(result.summary(), file=sys.stderr)
+    return list(result.submitted_runs)
+
+
+def reading_from(configs: list[RunConfig], root: str, scale: str) -> list[RunConfig]:
+    """``configs`` reading their datasets under ``root`` (absolute; the run ids stay the same)."""
+    if scale != "paper":
+        # Smoke runs read the stand-in files reproduce writes where their problems say.
+        raise ConfigError("--data-root", root, "a folder, with --scale paper only")
+    folder = str(Path(root).expanduser().resolve())
+    return [replace_section(c, data=dataclasses.replace(c.data, root=folder)) for c in configs]

@@ -1,0 +1,295 @@
+"""What a plan costs before any compute: runs, dataset passes and device-hours.
+
+**Dataset passes** (epochs over the training set, i.e. GPU-epochs on one device) of a run: the
+epochs its method trains (``Method.total_epochs``: BIMP's initial training and cycles, IMP's
+retraining, ...) plus its post-training fine-tuning (``finetune.epochs``). A dense parent that
+runs start from (``Method.parent_config``) is a run of its own, counted once.
+
+**Device-hours** of a run: passes x training images per pass / images per second / 3600, for one
+device. The images per second are measured, never assumed, and come in this order from
+
+1. finished runs in the store of the same model, dataset, precision (fp32/bf16) and device (the
+   same method's runs first, since some methods train slower per image than others);
+2. the store's calibration file (``prunebench calibrate``: a short timed run of the model with
+   the pipeline's real settings);
+
+and otherwise the hours are "unknown", with the command that measures them. The figure counts
+training steps only: evaluation, checkpoints, CUDA-graph capture and process start-up come on
+top (a few percent of a CIFAR epoch on a GPU). Training images per pass come from a finished
+run's record, else from the dataset's published training-set size less the validation split.
+
+An estimate reads JSON files and asks the methods for their epochs and dense parents (so it loads
+them, as every plan of a spec does already); it trains and times nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from benchmark.config.run import RunConfig
+from benchmark.store.calibration import calibration_path, read_calibrations
+from benchmark.store.results import FINISHED, Store
+from benchmark.training.passes import parent_of, run_passes
+
+# Published training-set sizes (before the harness's validation split): CIFAR-10/100 50,000
+# each; ImageNet-1k 1,281,167; CityScapes fine 2,975; digits: the 80% training part of
+# scikit-learn's 1,797 images. COCO (the VOC-category subset left after filtering) and WMT16
+# (token-length filtering) are known only from a stored run of them.
+TRAIN_SET = {
+    "digits": 1_437,
+    "cifar10": 50_000,
+    "cifar100": 50_000,
+    "imagenet": 1_281_167,
+    "cityscapes": 2_975,
+}
+DENSE_PARENTS = "dense parents"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a throughput measurement is of: a model on a dataset at a precision."""
+
+    model: str
+    dataset: str
+    precision: str
+
+    def text(self) -> str:
+        """E.g. ``resnet56/cifar10 (fp32)``."""
+        return f"{self.model}/{self.dataset} ({self.precision})"
+
+
+def workload(cfg: RunConfig) -> Workload:
+    """The workload a run trains."""
+    return Workload(cfg.model.name, cfg.data.name, "bf16" if cfg.optim.bf16 else "fp32")
+
+
+def images_per_pass(cfg: RunConfig) -> int | None:
+    """Training images per epoch from the dataset's size less the validation split (None for a
+    dataset whose size is not known before a run of it)."""
+    n = TRAIN_SET.get(cfg.data.name)
+    if n is None:
+        return None
+    # The validation split as benchmark.data.seeding.stratified_split draws it.
+    n_val = min(max(round(cfg.data.val_fraction * n), 1), n - 1)
+    return math.ceil((n - n_val) * cfg.data.epoch_fraction)
+
+
+def device_label(environment: Mapping[str, object]) -> str:
+    """``cpu``, or ``cuda (NVIDIA H200)``: the device a run was timed on."""
+    kind = str(environment.get("device", "unknown")).split(":")[0]
+    name = environment.get("device_name")
+    return f"{kind} ({name})" if kind == "cuda" and name else kind
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Images per second of a workload on a device, and where the figure comes from."""
+
+    images_per_s: float
+    source: str
+    peak_memory_bytes: int | None = None
+    images_per_epoch: int | None = None
+
+
+@dataclass
+class Throughputs:
+    """Every measurement a store holds: its finished runs' and its calibration file's."""
+
+    # (workload, device, method or "") -> images/s of each finished run
+    runs: dict[tuple[Workload, str, str], list[float]] = field(default_factory=dict)
+    peaks: dict[tuple[Workload, str], int] = field(default_factory=dict)
+    epoch_images: dict[Workload, int] = field(default_factory=dict)
+    calibrated: dict[tuple[Workload, str], Measurement] = field(default_factory=dict)
+
+    @classmethod
+    def of_store(cls, store: str, records: Iterable[Mapping] | None = None) -> Throughputs:
+        """The measurements of the store in ``store`` (``records``: its records, if read)."""
+        out = cls()
+        records = Store(store).records() if records is None else records
+        for record in records:
+            out._add_run(record)
+        path = calibration_path(store)
+        for c in read_calibrations(store):
+            w = Workload(c.model, c.dataset, c.precision)
+            when = ", ".join(filter(None, [c.measured[:10], f"batch {c.batch_size}"]))
+            source = f"calibration {path} ({when})"
+            out.calibrated[(w, c.device)] = Measurement(c.images_per_s, source, c.peak_memory_bytes)
+        return out
+
+    def _add_run(self, record: Mapping) -> None:
+        metrics = record.get("metrics") or {}
+        rate = metrics.get("images_per_s")
+        config = record.get("config") or {}
+        if record.get("status") != FINISHED or not rate or not config:
+            return
+        optim = config.get("optim") or {}
+        w = Workload(
+            (config.get("model") or {}).get("name", "?"),
+            (config.get("data") or {}).get("name", "?"),
+            "bf16" if optim.get("bf16") else "fp32",
+        )
+        device = device_label(record.get("environment") or {})
+        method = (config.get("method") or {}).get("name", "")
+        for key in ((w, device, method), (w, device, "")):
+            self.runs.setdefault(key, []).append(float(rate))
+        peak = metrics.get("peak_memory_bytes")
+        if peak:
+            self.peaks[(w, device)] = max(int(peak), self.peaks.get((w, device), 0))
+        if metrics.get("train_images_per_epoch"):
+            self.epoch_images[w] = int(metrics["train_images_per_epoch"])
+
+    def devices(self) -> list[str]:
+        """Every device something was measured on."""
+        found = {d for _, d, _ in self.runs} | {d for _, d in self.calibrated}
+        return sorted(found)
+
+    def lookup(self, w: Workload, device: str, method: str = "") -> Measurement | None:
+        """The images/s of ``w`` on ``device``: the store's runs (of ``method`` first), else the
+        calibration file; None when neither measured it."""
+        for key in ((w, device, method), (w, device, "")):
+            rates = self.runs.get(key)
+            if rates:
+                who = f"{key[2]} " if key[2] else ""
+                return Measurement(
+                    statistics.median(rates),
+                    f"median of {len(rates)} finished {who}run(s) in the store",
+                    self.peaks.get((w, device)),
+                    self.epoch_images.get(w),
+                )
+        found = self.calibrated.get((w, device))
+        if found is not None and found.images_per_epoch is None and w in self.epoch_images:
+            found = Measurement(
+                found.images_per_s, found.source, found.peak_memory_bytes, self.epoch_images[w]
+            )
+        return found
+
+    def choose_device(self, workloads: Iterable[Workload], asked: str | None) -> str | None:
+        """The device to estimate for: the measured device ``asked`` names (``cpu``, ``cuda``, or
+        part of a GPU's name), else the one that measured most of ``workloads``; None if no
+        device measured any (or none matches ``asked``)."""
+        wanted = set(workloads)
+        candidates = self.devices()
+        if asked:
+            candidates = [d for d in candidates if asked.lower() in d.lower()]
+
+        def covered(device: str) -> int:
+            return sum(1 for w in wanted if self.lookup(w, device) is not None)
+
+        best = max(candidates, key=lambda d: (covered(d), d.startswith("cuda")), default=None)
+        return best if best is not None and (asked or covered(best)) else None
+
+
+@dataclass
+class CostLine:
+    """The cost of one group of runs (a table row, a method, the dense parents, the total)."""
+
+    label: str
+    runs: int = 0
+    missing: int = 0
+    passes: int = 0
+    missing_passes: int = 0
+    hours: float = 0.0  # device-hours of the missing runs (meaningless while unknown is set)
+    all_hours: float = 0.0  # of every run of the group
+    unknown: set[Workload] = field(default_factory=set)
+    no_size: set[str] = field(default_factory=set)  # datasets of unknown training-set size
+    peak_bytes: int | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether the hours are a measured figure."""
+        return not self.unknown and not self.no_size
+
+    def add(self, other: CostLine) -> None:
+        """Add ``other``'s runs to this line (totals)."""
+        self.runs += other.runs
+        self.missing += other.missing
+        self.passes += other.passes
+        self.missing_passes += other.missing_passes
+        self.hours += other.hours
+        self.all_hours += other.all_hours
+        self.unknown |= other.unknown
+        self.no_size |= other.no_size
+        if other.peak_bytes:
+            self.peak_bytes = max(self.peak_bytes or 0, other.peak_bytes)
+
+
+@dataclass
+class Estimate:
+    """Per group and in total, what a plan costs on one device."""
+
+    lines: list[CostLine]
+    total: CostLine
+    device: str | None
+    sources: dict[Workload, str]
+
+    def unknown(self) -> set[Workload]:
+        """Workloads without a measurement on the device."""
+        return set(self.total.unknown)
+
+
+def estimate(
+    groups: Mapping[str, Sequence[tuple[str, RunConfig]]],
+    finished: set[str],
+    throughputs: Throughputs,
+    device: str | None,
+) -> Estimate:
+    """The cost of each group of runs (run id, config) and of their dense parents (one line),
+    on ``device``. A run in several groups counts in the first only; every dense parent once.
+    """
+    seen: set[str] = set()
+    parents: dict[str, RunConfig] = {}
+    sources: dict[Workload, str] = {}
+    lines = []
+    for label, pairs in groups.items():
+        mine = []
+        for run_id, cfg in pairs:
+            if run_id not in seen:
+                seen.add(run_id)
+                mine.append((run_id, cfg))
+            parent = parent_of(cfg)
+            if parent is not None:
+                parents.setdefault(parent.run_id, parent)
+        lines.append(_line(label, mine, finished, throughputs, device, sources))
+    dense = [(pid, p) for pid, p in parents.items() if pid not in seen]
+    if dense:
+        lines.append(_line(DENSE_PARENTS, dense, finished, throughputs, device, sources))
+    total = CostLine("total")
+    for line in lines:
+        total.add(line)
+    return Estimate(lines, total, device, sources)
+
+
+def _line(
+    label: str,
+    pairs: Sequence[tuple[str, RunConfig]],
+    finished: set[str],
+    throughputs: Throughputs,
+    device: str | None,
+    sources: dict[Workload, str],
+) -> CostLine:
+    line = CostLine(label, runs=len(pairs))
+    for run_id, cfg in pairs:
+        passes = run_passes(cfg)
+        missing = run_id not in finished
+        line.passes += passes
+        line.missing += missing
+        line.missing_passes += passes * missing
+        w = workload(cfg)
+        found = throughputs.lookup(w, device, cfg.method.name) if device else None
+        if found is None:
+            line.unknown.add(w)
+            continue
+        sources.setdefault(w, found.source)
+        if found.peak_memory_bytes:
+            line.peak_bytes = max(line.peak_bytes or 0, found.peak_memory_bytes)
+        images = found.images_per_epoch or images_per_pass(cfg)
+        if images is None:
+            line.no_size.add(cfg.data.name)
+            continue
+        hours = passes * images / found.images_per_s / 3600.0
+        line.all_hours += hours
+        line.hours += hours * missing
+    return line

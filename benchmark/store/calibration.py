@@ -1,0 +1,73 @@
+"""Measured throughput per device, kept in the store: ``<store>/calibration/throughput.json``.
+
+``prunebench calibrate`` times a short run of each model on a device and records here, per
+(model, dataset, precision, device), the training images per second and the peak device memory.
+Cost estimates read it when the store holds no finished run of that kind (a finished run's own
+measurement comes first). Its entries name the command that wrote them, so an estimate can say
+where its figure came from. Read without torch or pandas.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from benchmark.core.files import write_json_atomic
+
+CALIBRATION_DIR = "calibration"
+CALIBRATION_FILE = "throughput.json"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One measurement: a model's training throughput on one device and precision."""
+
+    model: str
+    dataset: str
+    precision: str  # "fp32" or "bf16"
+    device: str  # a device label: "cpu" or "cuda (NVIDIA H200)"
+    images_per_s: float
+    batch_size: int
+    timed_iterations: int
+    peak_memory_bytes: int | None = None
+    measured: str = ""  # ISO time of the measurement
+    torch: str = ""
+    command: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """(model, dataset, precision, device): what a later measurement of the same replaces."""
+        return (self.model, self.dataset, self.precision, self.device)
+
+
+def calibration_path(store: str | Path) -> Path:
+    """Where the calibration file of the store in ``store`` lives."""
+    return Path(store) / CALIBRATION_DIR / CALIBRATION_FILE
+
+
+def read_calibrations(store: str | Path) -> list[Calibration]:
+    """Every measurement in the store's calibration file (none when there is no file)."""
+    path = calibration_path(store)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as err:
+        raise ValueError(f"calibration file {path} is unreadable ({err}); delete it") from None
+    names = {f.name for f in fields(Calibration)}
+    return [Calibration(**{k: v for k, v in e.items() if k in names}) for e in data["entries"]]
+
+
+def write_calibrations(store: str | Path, new: list[Calibration]) -> Path:
+    """Add ``new`` to the store's calibration file, replacing earlier measurements of the same
+    (model, dataset, precision, device); returns the file's path."""
+    path = calibration_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = {c.key: c for c in read_calibrations(store)}
+    kept.update({c.key: c for c in new})
+    entries: list[dict[str, Any]] = [asdict(c) for c in kept.values()]
+    write_json_atomic(path, {"version": VERSION, "entries": entries})
+    return path

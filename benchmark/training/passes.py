@@ -1,0 +1,23 @@
+"""How much a run trains, known before it runs: its dataset passes and its dense parent.
+
+A run's passes (epochs over the training set) are the epochs its method trains
+(``Method.total_epochs``: BIMP's initial training and cycles, IMP's retraining, ...) plus its
+post-training fine-tuning (``finetune.epochs``); a dense parent it starts from
+(``Method.parent_config``) is a run of its own. Cost estimates (``benchmark.launch.estimate``)
+and the catalog of the specs (``prunebench list``) count both the same way.
+"""
+
+from __future__ import annotations
+
+from benchmark.config.run import RunConfig
+from methods import get_method
+
+
+def run_passes(cfg: RunConfig) -> int:
+    """Dataset passes of one run: its method's epochs plus post-training fine-tuning."""
+    return int(get_method(cfg.method.name)(cfg).total_epochs()) + int(cfg.finetune.epochs)
+
+
+def parent_of(cfg: RunConfig) -> RunConfig | None:
+    """The dense parent ``cfg`` starts from, or None."""
+    return get_method(cfg.method.name)(cfg).parent_config()

@@ -1,0 +1,58 @@
+"""``prunebench list`` shows each spec's paper-scale runs and dataset passes, without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.cli import main
+from benchmark.experiments.catalog import load
+
+PROBE = """
+import sys
+from benchmark.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print("TORCH" if "torch" in sys.modules else "NO-TORCH", file=sys.stderr)
+"""
+
+
+def test_list_shows_paper_scale_passes_and_what_each_id_draws(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["list", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert "paper-scale runs" in header and "paper-scale passes" in header
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+    # Dense parents and post-training fine-tuning included (ResNet-56: 6,496 runs + 2 parents).
+    assert "table+figure" in lines["appendix-cifar10-results"]
+    assert "6,496" in lines["appendix-cifar10-results"]
+    assert "1,035,600" in lines["appendix-cifar10-results"]
+    assert "792,160" in lines["appendix-cifar100-results"]
+    extra = load()["stable-unstable-results"].extra
+    assert extra["paper_parents"] == 4
+    assert set(extra["paper_passes_by_model"]) == {"resnet56", "resnet50"}
+    assert f"{extra['paper_passes']:,}" in lines["stable-unstable-results"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["calibrate", "--help"],
+        ["reproduce", "no-such-id", "--methods", "bimp", "--staged", "--dry-run"],
+        ["table", "no-such-table", "--sparsities", "90"],
+        ["list"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_the_new_flags_and_commands_answer_without_torch(args: list[str], tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.stderr.strip().splitlines()[-1] == "NO-TORCH", out.stderr[-2000:]

@@ -1,0 +1,158 @@
+"""What a plan costs before any compute: passes, device-hours from measured throughput only."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fake_runs import finish
+from helpers import ROOT
+
+from benchmark.cli import main
+from benchmark.experiments import get_experiment
+
+SPEC = "appendix-cifar10-results"
+SMOKE_GRID = str(ROOT / "slurm" / "grids" / "smoke.toml")
+# CIFAR-10's 50,000 training images less the 10% validation split.
+CIFAR10_PASS = 45_000
+DIGITS_PASS = 1_293
+
+
+def _grid_runs(store: Path) -> list:
+    from benchmark.launch import grid_nodes, prepare
+    from benchmark.launch.grid import load_grid
+
+    return grid_nodes(prepare(load_grid(SMOKE_GRID), store))
+
+
+def _cost(store: Path, device: str | None = None):
+    from benchmark.cli.costs import cost_text
+
+    nodes = [n for n in _grid_runs(store) if n.in_grid]
+    groups: dict[str, list] = {}
+    for n in nodes:
+        groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
+    from benchmark.store.results import Store
+
+    finished = {n.run_id for n in nodes if Store(store).is_finished(n.run_id)}
+    return cost_text(groups, finished, str(store), device=device)
+
+
+def test_passes_count_each_method_s_epochs_fine_tuning_and_dense_parents_once() -> None:
+    from benchmark.training.passes import parent_of, run_passes
+
+    runs = get_experiment(SPEC).runs("paper", "results/runs")
+    bimp = next(r.cfg for r in runs if r.cfg.method.name == "bimp")
+    gmp = next(r.cfg for r in runs if r.cfg.method.name == "gmp")
+    assert run_passes(bimp) == 200  # T0 + cycles = T, no post-training FT
+    assert run_passes(gmp) == 200 + 30  # the method's T, then 30 epochs of FT (Section 4.3)
+    parents = {p.run_id for r in runs if (p := parent_of(r.cfg)) is not None}
+    assert len(parents) == 2  # the standard dense model per seed, LC/GSM from pretrained
+
+
+@pytest.mark.slow
+def test_the_paper_dry_run_prints_passes_per_method_and_unknown_hours_with_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    args = ["reproduce", SPEC, "--scale", "paper", "--store", str(tmp_path), "--dry-run"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"\n  BIMP\s+1,728\s+1,728\s+345,600\s+345,600\s+unknown", err)
+    assert re.search(r"\n  dense parents\s+2\s+2\s+400\s+400\s+unknown", err)
+    assert re.search(r"\n  total\s+6,498\s+6,498\s+1,035,600\s+1,035,600\s+unknown", err)
+    command = f"prunebench calibrate --device cuda --models resnet56:cifar10 --store {tmp_path}"
+    assert command in err
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
+
+    # A calibration on the CPU (ResNet-56, tiny batch) makes every figure a number.
+    cal = ["calibrate", "--device", "cpu", "--models", "resnet56", "--batch", "4"]
+    assert main([*cal, "--steps", "2", "--threads", "1", "--store", str(tmp_path)]) == 0
+    entry = json.loads((tmp_path / "calibration" / "throughput.json").read_text())["entries"][0]
+    assert (entry["model"], entry["dataset"], entry["device"]) == ("resnet56", "cifar10", "cpu")
+    capsys.readouterr()
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "unknown" not in err and "calibration" in err and "on cpu" in err
+    hours = float(re.search(r"\n  BIMP(?:\s+[\d,]+){4}\s+([\d,.]+)", err).group(1).replace(",", ""))
+    expected = 1_728 * 200 * CIFAR10_PASS / entry["images_per_s"] / 3600
+    assert hours == pytest.approx(expected, rel=0.01, abs=1.0)
+
+
+def test_a_cpu_calibration_of_a_tiny_model_turns_unknown_into_runs_epochs_images_over_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    _, before = _cost(tmp_path)
+    assert not before.total.known and before.device is None
+    cal = ["calibrate", "--device", "cpu", "--models", "cnn_small", "--steps", "3"]
+    assert main([*cal, "--threads", "1", "--store", str(tmp_path)]) == 0
+    assert "cnn_small/digits (fp32) on cpu" in capsys.readouterr().out
+    rate = json.loads((tmp_path / "calibration" / "throughput.json").read_text())["entries"][0]
+    text, est = _cost(tmp_path)
+    assert est.total.known and est.device == "cpu"
+    # The smoke grid: dense 3 epochs, 4 BIMP runs of 4, 2 IMP runs of 2 (from the dense run).
+    epochs = 3 + 4 * 4 + 2 * 2
+    assert est.total.passes == epochs
+    assert est.total.all_hours == pytest.approx(epochs * DIGITS_PASS / rate["images_per_s"] / 3600)
+    assert "images/s of cnn_small/digits (fp32): calibration" in text
+
+
+def test_finished_runs_in_the_store_come_before_the_calibration_and_name_peak_memory(
+    tmp_path: Path,
+) -> None:
+    from benchmark.store.calibration import Calibration, write_calibrations
+
+    nodes = _grid_runs(tmp_path)
+    gpu = {"device": "cuda:0", "device_name": "NVIDIA H200"}
+    write_calibrations(
+        tmp_path, [Calibration("cnn_small", "digits", "fp32", "cpu", 5000.0, 128, 50)]
+    )
+    dense = next(n.cfg for n in nodes if n.cfg.method.name == "dense")
+    # A dense run timed on a GPU: its images/s, images per epoch and peak memory are used.
+    finish(tmp_path, dense, val=0.9, test=0.9, images_per_s=2000.0, environment=gpu,
+           train_images_per_epoch=1000, peak_memory_bytes=3 * 2**30)  # fmt: skip
+    text, est = _cost(tmp_path, device="H200")
+    assert est.device == "cuda (NVIDIA H200)"
+    assert "median of 1 finished dense run(s) in the store" in text
+    # Every other run of the grid is priced at the dense run's rate (no run of its own method).
+    missing = 4 * 4 + 2 * 2
+    assert est.total.hours == pytest.approx(missing * 1000 / 2000.0 / 3600)
+    assert re.search(r"\n  total .* 3\.0 GiB", text)
+    # On the CPU only the calibration measured it (images per epoch: as the run recorded).
+    _, cpu = _cost(tmp_path, device="cpu")
+    assert cpu.device == "cpu" and cpu.total.all_hours == pytest.approx(23 * 1000 / 5000 / 3600)
+
+
+def test_submit_dry_run_prints_the_cost_per_method_and_a_device_nothing_measured_is_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["submit", SMOKE_GRID, "--store", str(tmp_path), "--dry-run"]
+    assert main([*argv, "--estimate-device", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\n  bimp\s+4\s+4\s+16\s+16\s+unknown", out)
+    assert "H100 (not measured)" in out and "prunebench calibrate --device cuda" in out
+
+
+def test_a_run_records_its_images_per_epoch_for_later_estimates(tmp_path: Path) -> None:
+    from helpers import tiny_config
+
+    from benchmark.training.runner import execute
+
+    cfg = tiny_config(tmp_path, "method.name=dense", "budget.epochs=1")
+    metrics = execute(cfg)["metrics"]
+    assert metrics["train_images_per_epoch"] == DIGITS_PASS
+    assert "peak_memory_bytes" not in metrics  # measured on a GPU only
+
+
+def test_calibrate_refuses_bad_flags_before_timing_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    base = ["calibrate", "--store", str(tmp_path)]
+    assert main([*base, "--models", "nope"]) == 2
+    assert "--models = 'nope' is invalid; allowed: models of prunebench" in capsys.readouterr().err
+    assert main([*base, "--models", "resnet56:coco"]) == 2
+    assert "image-classification dataset" in capsys.readouterr().err
+    assert main([*base, "--models", "resnet56", "--precision", "fp16"]) == 2
+    assert "--precision = 'fp16' is invalid" in capsys.readouterr().err
+    assert not tmp_path.joinpath("calibration").exists()

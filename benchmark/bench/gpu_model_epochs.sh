@@ -3,13 +3,15 @@
 # MaxViT-T (ImageNet), DeepLabV3-ResNet-50 (COCO), PSPNet-ResNet-101 (CityScapes), T5-small
 # (WMT16). Checks that they train and evaluate there; the figures are not timings.
 #
-#   bash benchmark/bench/gpu_model_epochs.sh WORK_DIR [DEVICE]    # DEVICE: cuda (default) or cpu
+#   bash benchmark/bench/gpu_model_epochs.sh WORK_DIR [DEVICE] [NAMES]
+#   # DEVICE: cuda (default) or cpu; NAMES: which of "maxvit deeplabv3 pspnet t5" (default: all)
 #
 # tests/bench/test_gpu_checks_script.py runs it on the CPU with the tiny stand-in models
 # (PRUNEBENCH_EPOCH_MODELS names the four models to use).
 set -u -o pipefail
 WORK=${1:?usage: gpu_model_epochs.sh WORK_DIR [DEVICE]}
 DEVICE=${2:-cuda}
+ONLY=" ${3:-maxvit deeplabv3 pspnet t5} "
 PY=${PYTHON:-python3}
 read -r MAXVIT DEEPLAB PSPNET T5 <<<"${PRUNEBENCH_EPOCH_MODELS:-maxvit_t deeplabv3_resnet50 pspnet_resnet101 t5_small}"
 mkdir -p "$WORK"
@@ -21,6 +23,7 @@ done
 epoch() {  # NAME DATASET MODEL [more overrides]
     local name=$1 data=$2 model=$3
     shift 3
+    [[ "$ONLY" == *" $name "* ]] || return 0
     echo "== $name ($model, $data, $DEVICE)"
     if $PY -m benchmark.cli run --set data.name="$data" --set data.root="data/$data" \
         --set model.name="$model" --set method.name=dense --set budget.epochs=1 \

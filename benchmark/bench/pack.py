@@ -5,21 +5,21 @@
 For each model and each K it trains K independent dense runs at once and prints the images/s of
 all K together, and that total against K = 1:
 
-* ``harness``: K harness trainers (each its own model, optimizer, captured steps), each in its
-  own thread on its own CUDA stream, so that their kernels can overlap on the device;
+* ``harness``: K harness trainers (each its own model, optimizer, captured steps) in one
+  process, their iterations in turn, each on its own CUDA stream so that their kernels overlap
+  on the device (:mod:`benchmark.training.packing`, what ``submit --runs-per-gpu K`` runs);
 * ``bare``: K captured training steps replayed round robin from one thread, each on its own
   stream: the ceiling of stream overlap without any harness or thread.
 
-The harness figure counts every image of the timed epoch over its wall-clock (the per-epoch
-re-capture included); ``sum of runs`` adds the images/s each trainer records for itself
-(capture excluded). Prints figures; asserts nothing.
+The harness figure counts every image of the timed epoch over its wall-clock less the runs'
+one-off costs (each epoch's capture of its graphs, a new batch shape's kernel autotuning), as a
+run's own images/s does; ``sum of runs`` adds the images/s each trainer records for itself.
+Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -29,48 +29,54 @@ from torch import Tensor, nn
 from benchmark.bench.throughput import MODEL_DATA, SYNTHETIC, make_batches, mode_config
 from benchmark.data.base import DATASETS
 from benchmark.models.registry import build_model
+from benchmark.training.device import configure_kernels, resolve_device, sync
 from benchmark.training.fast_step import CudaGraphBackend, DeviceLearningRates
-from benchmark.training.trainer import Trainer, configure_kernels, resolve_device, sync
-
-
-def _stream_context(stream: torch.cuda.Stream | None) -> contextlib.AbstractContextManager:
-    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+from benchmark.training.loop import epoch_steps
+from benchmark.training.packing import PackedRun, RngState, drive_packed
+from benchmark.training.trainer import Trainer
 
 
 def packed_harness(args: argparse.Namespace, model: str, k: int) -> tuple[float, float, int]:
     """(images/s of the timed epoch over its wall-clock, sum of the runs' own images/s, eager
-    steps of the timed epoch: 0 where every step after the first ones replayed a graph)."""
+    steps of the timed epoch: 0 where every step after the first ones replayed a graph).
+
+    The K trainers share this process as ``submit --runs-per-gpu K`` runs them: their epoch
+    loops advanced in turn, each turn on the run's own stream with its own generators.
+    """
     cfg = mode_config(args, args.mode, model, {"name": "dense"}, {"epochs": 2})
-    trainers = [Trainer(cfg) for _ in range(k)]
-    cuda = args.dev.type == "cuda"
-    streams = [torch.cuda.Stream(args.dev) if cuda else None for _ in trainers]
+    trainers, rngs = [], []
+    for _ in range(k):
+        trainer = Trainer(cfg)
+        trainer.stream_only = True
+        trainers.append(trainer)
+        rngs.append(RngState.capture(trainer.device))
 
     def epoch(e: int) -> float:
-        errors: list[BaseException] = []
-
-        def work(i: int) -> None:
-            try:
-                with _stream_context(streams[i]):
-                    trainers[i].train_epoch(e)
-            except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
-                errors.append(err)
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(k)]
+        runs = [
+            PackedRun(f"run {i}", epoch_steps(t, e), t.device, rngs[i])
+            for i, t in enumerate(trainers)
+        ]
         sync(args.dev)
         start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        drive_packed(runs)
         sync(args.dev)
-        if errors:
-            raise errors[0]
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        for i, run in enumerate(runs):
+            if run.error is not None:
+                raise run.error
+            rngs[i] = run.rng
+        return elapsed
+
+    def untimed() -> float:
+        # Capture (each epoch's graphs) and kernel warm-up: one-off costs, serial per run.
+        return sum(t.state.throughput.compile_seconds + t.state.throughput.warmup_seconds
+                   for t in trainers)  # fmt: skip
 
     epoch(0)  # warm-up: cuDNN autotuning, first captures
     before = [(t.state.throughput.images, t.state.throughput.seconds) for t in trainers]
     eager_before = sum(t.runner.stats.eager for t in trainers)
-    seconds = epoch(1)
+    untimed_before = untimed()
+    seconds = epoch(1) - (untimed() - untimed_before)
     eager = sum(t.runner.stats.eager for t in trainers) - eager_before
     images = sum(t.data.num_train for t in trainers)
     own = sum(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.cli.costs import add_estimate_arg
+from benchmark.cli.launch import add_runs_per_gpu
 from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
 from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
@@ -67,6 +68,7 @@ def add_parsers(sub: Any) -> None:
         "(needs --profile)",
     )
     rep.add_argument("--workers", type=int, default=1, help="local worker processes")
+    add_runs_per_gpu(rep)
     rep.add_argument("--profile", default=None, help="cluster profile (slurm executor)")
     rep.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     rep.add_argument("--paper", action="store_true", help="show the published value and diff")
@@ -406,6 +408,7 @@ def _run(configs: list[RunConfig], store: Any, name: str, args: argparse.Namespa
         name=f"{name}-{args.scale}",
         workers=args.workers,
         profile=args.profile,
+        runs_per_gpu=args.runs_per_gpu,
     )
 
 

@@ -59,6 +59,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     submit.add_argument(
         "--runs-per-task", type=int, default=1, help="slurm: runs packed into one array task"
     )
+    add_runs_per_gpu(submit)
     submit.add_argument(
         "--threads",
         type=int,
@@ -186,6 +187,19 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def add_runs_per_gpu(p: argparse.ArgumentParser) -> None:
+    """The ``--runs-per-gpu K`` option of the commands that launch runs."""
+    p.add_argument(
+        "--runs-per-gpu",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train K runs of the grid at once in each job, sharing its device (each run on "
+        "its own CUDA stream; each keeps its own record, checkpoint and result). One small "
+        "run leaves most of a GPU idle; benchmark.bench.pack measures what K pays on a card",
+    )
+
+
 def launch_settings(args: argparse.Namespace) -> Any:
     """The :class:`LaunchSettings` of the ``submit`` flags (the profile only for slurm)."""
     from benchmark.launch import LaunchSettings, load_profile
@@ -194,6 +208,7 @@ def launch_settings(args: argparse.Namespace) -> Any:
         executor=args.executor,
         workers=args.workers,
         runs_per_task=args.runs_per_task,
+        runs_per_gpu=args.runs_per_gpu,
         threads=args.threads,
         max_requeues=args.max_requeues,
         hold=args.hold,

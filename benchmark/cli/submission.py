@@ -22,6 +22,7 @@ def submit_missing(
     name: str,
     workers: int = 1,
     profile: str | None = None,
+    runs_per_gpu: int = 1,
 ) -> list[str]:
     """Submit the configs the store has not finished; returns their run ids.
 
@@ -54,6 +55,7 @@ def submit_missing(
     settings = launch.LaunchSettings(
         executor=executor,
         workers=workers,
+        runs_per_gpu=runs_per_gpu,
         profile=launch.load_profile(profile) if profile is not None else None,
     )
     grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")

@@ -51,6 +51,7 @@ class SubmitResult:
     arrays: list[str] = field(default_factory=list)  # one line per submitted array / level
     dry_run: bool = False
     submitted_runs: list[str] = field(default_factory=list)
+    runs_per_gpu: int = 1
 
     def summary(self) -> str:
         """A few lines for the terminal."""
@@ -73,6 +74,11 @@ class SubmitResult:
                     f"{_plural(len(self.jobs), 'job')} ({self.executor}, grid {self.grid})"
                 )
             lines += [f"  {a}" for a in self.arrays]
+        if self.runs_per_gpu > 1:
+            lines.append(
+                f"  each job trains up to {self.runs_per_gpu} runs at once on its device, in one "
+                "process (--runs-per-gpu)"
+            )
         lines.append(
             f"skipped: {len(p.finished)} finished, {len(p.active)} already queued or running, "
             f"{len(p.failed)} failed (resubmit with --retry-failed), "
@@ -123,8 +129,9 @@ def submit_grid(
         states = job_states(unfinished_refs(index, records))
         plan = make_plan(nodes, Store(store), index, states, retry_failed, records)
         result = SubmitResult(grid.name, settings.executor, plan, dry_run=dry_run)
+        result.runs_per_gpu = settings.runs_per_gpu
         if settings.executor == "slurm":
-            levels = slurm_specs(plan, settings.runs_per_task)
+            levels = slurm_specs(plan, settings.task_runs())
         else:
             levels = [[JobSpec(balance(level, settings.workers))] for level in plan.levels()]
         result.specs = [s for specs in levels for s in specs]
@@ -449,7 +456,8 @@ def _threads_note(nodes: Sequence[Node], settings: LaunchSettings) -> str:
 
 def _task(nodes: Sequence[Node], settings: LaunchSettings, isolate: bool = True) -> GridTask:
     """The job of ``nodes``: their configs with the threads the one rule gives them."""
-    return GridTask([with_threads(n.cfg, settings) for n in nodes], isolate=isolate)
+    configs = [with_threads(n.cfg, settings) for n in nodes]
+    return GridTask(configs, isolate=isolate, pack=settings.runs_per_gpu)
 
 
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:
@@ -466,6 +474,10 @@ def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:
         check_batchnorm_processes(model.batchnorm_processes, runtime.sync_bn, procs)
     if procs == 1:
         return
+    if settings.runs_per_gpu > 1:
+        raise ConfigError(
+            "--runs-per-gpu", settings.runs_per_gpu, "1 with a profile of several processes per run"
+        )
     for node in nodes:
         try:
             check_batch(node.cfg.data.batch_size, procs)

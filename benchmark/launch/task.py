@@ -35,7 +35,13 @@ class GridTask(submitit.helpers.Checkpointable):
     only configs) and requeues the job; each run then resumes from its epoch checkpoint.
     """
 
-    def __init__(self, configs: Sequence[RunConfig], threads: int = 0, isolate: bool = True):
+    def __init__(
+        self,
+        configs: Sequence[RunConfig],
+        threads: int = 0,
+        isolate: bool = True,
+        pack: int = 1,
+    ) -> None:
         # ``threads``: for runs whose config leaves runtime.threads at 0 only (an explicit value
         # is never replaced; the submitter resolves threads by LaunchSettings.run_threads).
         self.configs = [_with_default_threads(c, threads) for c in configs]
@@ -43,6 +49,8 @@ class GridTask(submitit.helpers.Checkpointable):
         # isolate: a failing run is recorded and the others go on (False: the debug executor
         # lets the original exception reach the debugger).
         self.isolate = isolate
+        # pack: runs trained at once on the job's device (benchmark.training.packing).
+        self.pack = pack
 
     def __call__(self) -> dict[str, str]:
         from benchmark.training.distributed import job_process_group
@@ -50,6 +58,8 @@ class GridTask(submitit.helpers.Checkpointable):
         # A job of several tasks trains each run data-parallel; there a failing run ends the
         # job (the ranks must stay in step), so it is never isolated.
         with job_process_group(self.configs) as parallel:
+            if self.pack > 1 and not parallel:
+                return self._run_packed()
             return self._run(parallel)
 
     def _run(self, parallel: bool) -> dict[str, str]:
@@ -96,6 +106,54 @@ class GridTask(submitit.helpers.Checkpointable):
                 f"{len(failed)} of {len(self.configs)} runs failed: {', '.join(failed)}"
             )
         return outcome
+
+    def _run_packed(self) -> dict[str, str]:
+        """Train the runs ``pack`` at a time in this process, each recorded as if alone."""
+        from benchmark.training.packing import execute_packed
+
+        outcome: dict[str, str] = {}
+        todo = []
+        for cfg in self.configs:
+            store = Store(cfg.output.dir)
+            if store.is_finished(cfg.run_id):
+                outcome[cfg.run_id] = FINISHED
+                continue
+            try:
+                _require_parent(cfg, store)
+            except ParentNotFinished as err:
+                _log(f"run {cfg.run_id}: FAILED ({err})")
+                _record_failure(store, cfg, err)
+                outcome[cfg.run_id] = FAILED
+                continue
+            todo.append(cfg)
+        for start in range(0, len(todo), self.pack):
+            pack = todo[start : start + self.pack]
+            _log(f"training {len(pack)} runs at once: {', '.join(c.run_id for c in pack)}")
+            for cfg, result in zip(pack, execute_packed(pack), strict=True):
+                outcome[cfg.run_id] = self._outcome(cfg, result)
+        failed = [rid for rid, state in outcome.items() if state == FAILED]
+        if failed:
+            raise RunsFailed(
+                f"{len(failed)} of {len(self.configs)} runs failed: {', '.join(failed)}"
+            )
+        return outcome
+
+    @staticmethod
+    def _outcome(cfg: RunConfig, result: object) -> str:
+        """A packed run's state; its failure recorded with this job's id and log tail."""
+        rid = cfg.run_id
+        if isinstance(result, dict):
+            _log(f"run {rid}: finished")
+            return FINISHED
+        if isinstance(result, RunLockedError):
+            _log(f"run {rid}: skipped, {result}")
+            return SKIPPED
+        assert isinstance(result, BaseException)
+        if isinstance(result, UncompletedJobError):
+            raise result
+        _log(f"run {rid}: FAILED ({type(result).__name__}: {result})")
+        _record_failure(Store(cfg.output.dir), cfg, result)
+        return FAILED
 
 
 def _with_default_threads(cfg: RunConfig, threads: int) -> RunConfig:

@@ -102,6 +102,7 @@ PROCESS_METRICS = (
     "epoch_seconds",
     "epoch_phases",
     "step",
+    "peak_memory_bytes",  # the allocator's high-water mark: it moves with autotuning choices
 )
 
 

@@ -142,8 +142,10 @@ def fit_steps(
     start = time.perf_counter()
     wall_before = trainer.state.wall_seconds
     epochs = range(trainer.state.epoch, trainer.total_epochs)
-    if trainer.device.type == "cuda":
-        # The run's own peak, not that of an earlier run of this process.
+    # The run's own peak, not that of an earlier run of this process; runs packed into one
+    # process share the device's counter, so a packed run records none (benchmark.training.packing).
+    own_peak = trainer.device.type == "cuda" and not trainer.stream_only
+    if own_peak:
         torch.cuda.reset_peak_memory_stats(trainer.device)
     bar = tqdm(
         epochs,
@@ -206,6 +208,6 @@ def fit_steps(
     metrics["train_images_per_epoch"] = math.ceil(
         trainer.data.num_train * trainer.cfg.data.epoch_fraction
     )
-    if trainer.device.type == "cuda":
+    if own_peak:
         metrics["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(trainer.device))
     return metrics

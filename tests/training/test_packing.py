@@ -17,6 +17,7 @@ from torch import nn
 
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
+from benchmark.core.files import load_checkpoint
 from benchmark.models.registry import MODELS
 from benchmark.store.errors import RunLockedError
 from benchmark.store.results import Store
@@ -58,7 +59,7 @@ def pack_configs(store: Path) -> list[RunConfig]:
 
 
 def _weights(store: Path, run_id: str) -> dict[str, torch.Tensor]:
-    return torch.load(Store(store).weights_path(run_id), weights_only=True)
+    return load_checkpoint(Store(store).weights_path(run_id))
 
 
 def test_packed_runs_equal_the_same_runs_alone_bit_for_bit(tmp_path: Path) -> None:

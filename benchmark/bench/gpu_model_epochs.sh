@@ -24,10 +24,10 @@ epoch() {  # NAME DATASET MODEL [more overrides]
     local name=$1 data=$2 model=$3
     shift 3
     [[ "$ONLY" == *" $name "* ]] || return 0
-    echo "== $name ($model, $data, $DEVICE)"
+    echo "== $name ($model, $data, $DEVICE) starts at $(date +%T)"
     if $PY -m benchmark.cli run --set data.name="$data" --set data.root="data/$data" \
         --set model.name="$model" --set method.name=dense --set budget.epochs=1 \
-        --set runtime.device="$DEVICE" --set logging.progress=false "$@" 2>&1 | tail -6; then
+        --set runtime.device="$DEVICE" --set logging.progress=false "$@" 2>&1; then
         echo "== $name: PASS"
     else
         echo "== $name: FAIL"

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from benchmark.core.errors import CorruptFileError
 from benchmark.core.files import write_json_atomic
 
 CALIBRATION_DIR = "calibration"
@@ -56,9 +57,15 @@ def read_calibrations(store: str | Path) -> list[Calibration]:
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as err:
-        raise ValueError(f"calibration file {path} is unreadable ({err}); delete it") from None
+        raise CorruptFileError(path, f"unreadable ({err}); {_AGAIN}") from None
     names = {f.name for f in fields(Calibration)}
-    return [Calibration(**{k: v for k, v in e.items() if k in names}) for e in data["entries"]]
+    try:
+        return [Calibration(**{k: v for k, v in e.items() if k in names}) for e in data["entries"]]
+    except (KeyError, TypeError, AttributeError) as err:
+        raise CorruptFileError(path, f"not a calibration file ({err!r}); {_AGAIN}") from None
+
+
+_AGAIN = "delete it and measure again with prunebench calibrate"
 
 
 def write_calibrations(store: str | Path, new: list[Calibration]) -> Path:

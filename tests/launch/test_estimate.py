@@ -156,3 +156,20 @@ def test_calibrate_refuses_bad_flags_before_timing_anything(
     assert main([*base, "--models", "resnet56", "--precision", "fp16"]) == 2
     assert "--precision = 'fp16' is invalid" in capsys.readouterr().err
     assert not tmp_path.joinpath("calibration").exists()
+
+
+@pytest.mark.parametrize("content", ["garbage{", '{"entries": [{"x": 1}]}', "[]"])
+def test_a_damaged_calibration_file_is_one_line_naming_it(
+    content: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from benchmark.cli import main
+    from benchmark.store.calibration import calibration_path
+
+    path = calibration_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    args = ["reproduce", "appendix-cifar10-results", "--scale", "paper", "--dry-run"]
+    assert main([*args, "--store", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"prunebench: {path}:" in err and "prunebench calibrate" in err
+    assert "Traceback" not in err

@@ -172,3 +172,28 @@ def execute_diverging_masks(cfg: RunConfig, bad_rank: int) -> None:
 
     MaskStore.update = update  # type: ignore[method-assign]
     execute(cfg)
+
+
+# Runs ``prunebench ARGS`` in a fresh interpreter and says whether the command imported torch.
+TORCH_PROBE = """
+import sys
+from benchmark.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print("TORCH" if "torch" in sys.modules else "NO-TORCH", file=sys.stderr)
+"""
+
+
+def loads_torch(args: list[str], cwd: Path) -> bool:
+    """Whether ``prunebench ARGS`` (run in ``cwd``) imports torch."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", TORCH_PROBE, *args], capture_output=True, text=True, cwd=cwd
+    )
+    last = out.stderr.strip().splitlines()[-1]
+    assert last in ("TORCH", "NO-TORCH"), out.stderr[-2000:]
+    return last == "TORCH"

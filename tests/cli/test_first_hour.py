@@ -17,29 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, tiny_config
+from helpers import ROOT, loads_torch, tiny_config
 
 from benchmark.cli import main
 from benchmark.experiments.catalog import load
-
-PROBE = """
-import sys
-from benchmark.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-print("TORCH" if "torch" in sys.modules else "NO-TORCH", file=sys.stderr)
-"""
-
-
-def _loads_torch(args: list[str], cwd: Path) -> bool:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd
-    )
-    last = out.stderr.strip().splitlines()[-1]
-    assert last in ("TORCH", "NO-TORCH"), out.stderr[-2000:]
-    return last == "TORCH"
 
 
 @pytest.mark.parametrize(
@@ -60,12 +41,12 @@ def _loads_torch(args: list[str], cwd: Path) -> bool:
     ids=lambda a: " ".join(a),
 )
 def test_help_argument_errors_and_list_load_no_torch(args: list[str], tmp_path: Path) -> None:
-    assert not _loads_torch(args, tmp_path)
+    assert not loads_torch(args, tmp_path)
 
 
 def test_the_probe_sees_torch_when_a_command_loads_it(tmp_path: Path) -> None:
     # The check above can fail: a command that needs the methods (and so torch) is seen.
-    assert _loads_torch(["methods"], tmp_path)
+    assert loads_torch(["methods"], tmp_path)
 
 
 def test_list_shows_what_each_id_draws_and_its_paper_scale_size(

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import loads_torch
 
 from benchmark.cli import main
 from benchmark.experiments.catalog import load
-
-PROBE = """
-import sys
-from benchmark.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-print("TORCH" if "torch" in sys.modules else "NO-TORCH", file=sys.stderr)
-"""
 
 
 def test_list_shows_paper_scale_passes_and_what_each_id_draws(
@@ -53,7 +42,4 @@ def test_list_shows_paper_scale_passes_and_what_each_id_draws(
     ids=lambda a: " ".join(a),
 )
 def test_the_new_flags_and_commands_answer_without_torch(args: list[str], tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=tmp_path
-    )
-    assert out.stderr.strip().splitlines()[-1] == "NO-TORCH", out.stderr[-2000:]
+    assert not loads_torch(args, tmp_path)

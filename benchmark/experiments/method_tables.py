@@ -218,18 +218,46 @@ def stepped_levels(problem: Problem, values: Mapping[str, Any], decay: Decay) ->
     return {"schedule.values": [float(f"{v * ratio:.12g}") for v in schedule["values"]]}
 
 
-# At smoke scale every row trains the method's defaults on digits for a few epochs; BIMP splits
-# them into initial training and two short prune-retrain cycles.
+# At smoke scale every row trains the method's defaults on digits; BIMP splits the epochs into
+# initial training and two prune-retrain cycles. The GMP-vs-BIMP tables: 6 epochs (SMOKE).
 SMOKE_EPOCHS = 6
 SMOKE_BIMP = MethodRow(
     "BIMP", "bimp", {"budget.initial_epochs": 4, "budget.cycles": 2, "method.schedule": "ALLR"}
 )
+# The comparisons with the pruning-stable methods (SMOKE_METHODS, 20 epochs; issue 30): BIMP
+# trains 10, then two cycles of 5 (the paper's T0 = 100 of 200 and J = 2 are in its grid); every
+# other method gets Section 4.3's post-training FT, 3 epochs (the paper's 30 of 200).
+STABLE_BIMP = MethodRow(
+    "BIMP", "bimp", {"budget.initial_epochs": 10, "budget.cycles": 2, "method.schedule": "ALLR"}
+)
+SMOKE_FINETUNE = 3
+# The methods without a goal sparsity get one setting per smoke column (90, 95, 99%) on
+# SMOKE_METHODS, from sweeps over two seeds (issue 30); their defaults reach 30% (STR), 58% (CS)
+# and 6% (DST). Mean achieved sparsity there: CS l1 2e-6 -> 88.9%, 2.5e-6 -> 91.5%, 3.5e-6 ->
+# 94.8%, 4e-6 -> 95.9%, 8e-6 -> 99.2%; DST alpha 5e-4 -> 87.2%, 6e-4 -> 91.6%, 8e-4 -> 94.9%,
+# 3e-3 -> 98.8% (above 3e-3 it is erratic: 5e-3 gave 83% and 97% on two seeds). STR has no
+# setting for 90% or 99%: s_init -3.2 gives 95.6% on both seeds, -3.26 gives 75% and 94%, and
+# from -3.12 up every weight of the middle conv is pruned (chance accuracy).
+STABLE_REACH: dict[str, dict[str, tuple[float, ...]]] = {
+    "str": {"method.s_init": (-3.2,)},
+    "cs": {"method.mask_init": (0.0,), "method.l1": (2.2e-6, 3.7e-6, 8e-6)},
+    "dst": {"method.alpha": (5.7e-4, 8e-4, 3e-3)},
+}
 
 
-def smoke_rows(rows: tuple[MethodRow, ...]) -> tuple[MethodRow, ...]:
-    """The paper's rows at smoke scale: same methods and fixed settings, no tuned grid."""
+def smoke_rows(
+    rows: tuple[MethodRow, ...],
+    bimp: MethodRow = SMOKE_BIMP,
+    reach: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None,
+) -> tuple[MethodRow, ...]:
+    """The paper's rows at smoke scale: same methods and fixed settings, no tuned grid; BIMP as
+    ``bimp``, and the methods of ``reach`` (those without a goal sparsity) with its settings."""
+    reach = reach or {}
     return tuple(
-        SMOKE_BIMP if r.method == "bimp" else MethodRow(r.label, r.method, r.fixed) for r in rows
+        bimp
+        if r.method == "bimp"
+        else MethodRow(r.label, r.method, r.fixed, reach.get(r.method, {}))
+        for r in rows
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchmark.reporting.agreement import agreement_lines, top_two_text
 from benchmark.reporting.seedstats import WORSE
 from benchmark.reporting.tables import DECIMALS, HEADERS, Column, Table, Value
 
@@ -98,6 +99,7 @@ def render_markdown(table: Table, store: str = "the store") -> str:
         out.append("")
     what = "accuracy" if table.metric == "accuracy" else HEADERS[table.metric]
     out.append(f"¹ ² ³: first, second and third best per column (unrounded mean test {what}).")
+    out += agreement_lines(table.agreement, table.test_images)
     out += _summary(table, store)
     return "\n".join(out) + "\n"
 
@@ -152,7 +154,8 @@ def render_latex(table: Table, store: str = "the store", preamble: bool = False)
                 ]
                 out.append(" & ".join([_tex(line.label), *cells]) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}", ""]
-    out += [f"% {line}" for line in _summary(table, store)]
+    agree = agreement_lines(table.agreement, table.test_images)
+    out += [f"% {line}" for line in [*agree, *_summary(table, store)]]
     return "\n".join(out) + "\n"
 
 
@@ -207,6 +210,7 @@ def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
 def table_frame(table: Table) -> pd.DataFrame:
     """The table in the long format of results/paper/*.csv, plus run counts and paper values."""
     rows = []
+    agree = {a.key: a for a in table.agreement}
     for block in table.blocks:
         for line in (ln for lines in block.groups for ln in lines):
             for v, c in zip(line.values, block.columns, strict=True):
@@ -230,6 +234,16 @@ def table_frame(table: Table) -> pd.DataFrame:
                 if table.with_paper:
                     diff = None if v.mean is None or v.paper_mean is None else v.mean - v.paper_mean
                     row |= {"paper_mean": v.paper_mean, "paper_std": v.paper_std, "diff": diff}
+                    # The column's agreement with the paper (on the ranked metric's cells).
+                    a = (
+                        agree.get((line.section, c.goal, c.budget))
+                        if c.metric == table.metric
+                        else None
+                    )
+                    row |= {
+                        "column_tau": None if a is None else a.tau,
+                        "column_top_two": None if a is None else top_two_text(a),
+                    }
                 rows.append(row)
     return pd.DataFrame(rows)
 

@@ -27,6 +27,7 @@ import pandas as pd
 from benchmark.core.errors import ConfigError
 from benchmark.experiments.base import Experiment, Scale, TableLayout
 from benchmark.experiments.slices import Slice
+from benchmark.reporting.agreement import ColumnAgreement, column_agreement, split_size
 from benchmark.reporting.selection import (
     TableRules,
     configuration_stats,
@@ -119,6 +120,10 @@ class Table:
     # How it was built when not from the whole plan by the full procedure ("slice: methods
     # bimp", "staged tuning"): said in the title of every rendering and in exports.
     labels: list[str] = field(default_factory=list)
+    # With the paper's numbers: each ranked column's agreement with them (benchmark.reporting.
+    # agreement), and the test split's size of the runs (None: unknown or not one size).
+    agreement: list[ColumnAgreement] = field(default_factory=list)
+    test_images: int | None = None
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -205,6 +210,7 @@ def build_table(
         _highlight(groups, columns, layout)
         blocks.append(BuiltBlock(block.title, columns, groups))
     notes += _unplaced_notes(blocks, plan, store, rules)
+    agreement = _agreement(blocks, layout, select) if paper is not None else []
     done = (
         plan.merge(store[["run_id", "status"]], on="run_id", how="left")
         if "status" in store
@@ -229,7 +235,41 @@ def build_table(
         with_paper=paper is not None,
         metric=select,
         labels=labels,
+        agreement=agreement,
+        test_images=split_size(plan, store) if paper is not None else None,
     )
+
+
+def _agreement(blocks: list[BuiltBlock], layout: TableLayout, metric: str) -> list[ColumnAgreement]:
+    """Per goal column of ``metric`` and ranked section: the agreement of the means with the
+    paper's (columns where no row has both are left out)."""
+    out = []
+    named = len(blocks) > 1 or any(len(b.groups) > 1 for b in blocks)
+    for block in blocks:
+        for lines in block.groups:
+            if not lines or not layout.ranked(lines[0].section):
+                continue
+            for j, c in enumerate(block.columns):
+                if c.goal is None or c.metric != metric:
+                    continue
+                where = ", ".join([*([lines[0].section] if named else []), _column_label(c)])
+                means = [_nan(ln.values[j].mean) for ln in lines]
+                paper = [_nan(ln.values[j].paper_mean) for ln in lines]
+                labels = [ln.label for ln in lines]
+                key = (lines[0].section, c.goal, c.budget)
+                found = column_agreement(where, labels, means, paper, key)
+                if found is not None:
+                    out.append(found)
+    return out
+
+
+def _column_label(c: Column) -> str:
+    """ "sparsity 90%, budget 5%" (the budget only when the column has one)."""
+    return f"sparsity {c.goal:g}%" + (f", budget {c.budget}" if c.budget else "")
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _unplaced_notes(

@@ -38,7 +38,9 @@ def test_paper_numbers_next_to_smoke_runs_come_with_a_warning(tmp_path: Path, ca
     assert "warning: smoke-scale numbers" in captured.err
     assert "Note: smoke-scale numbers" in captured.out
     # the markdown header says what its columns are
-    assert "| Method | sparsity 50%, budget 10% |" in captured.out
+    assert "| Method | sparsity 90%, budget 2.5% |" in captured.out
+    # an empty store: no smoke means, so no agreement with the paper is claimed
+    assert "Agreement with the paper" not in captured.out
 
 
 def test_no_warning_without_paper(tmp_path: Path, capsys) -> None:

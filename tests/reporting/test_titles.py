@@ -12,10 +12,11 @@ TABLE = "appendix-schedule-comparison-cifar10-oneshot"
 FIGURE = "cifar10-envelope"
 
 
-def test_smoke_table_header_names_digits_and_the_wide_cnn(tmp_path):
+def test_smoke_table_header_names_digits_and_the_small_cnn(tmp_path):
+    # The schedule tables' smoke problem is cnn_small since issue 30 (SMOKE_RETRAIN).
     table = rebuild(get_experiment(TABLE), "smoke", tmp_path)
-    assert f"### {TABLE} (smoke scale: digits, cnn_wide)" in render_markdown(table)
-    assert "(smoke scale: digits, cnn_wide)" in render_latex(table)
+    assert f"### {TABLE} (smoke scale: digits, cnn_small)" in render_markdown(table)
+    assert "(smoke scale: digits, cnn_small)" in render_latex(table)
 
 
 def test_smoke_figure_title_leads_with_what_ran_and_its_seeds(tmp_path):

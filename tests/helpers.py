@@ -140,18 +140,18 @@ def execute_then_die(done: RunConfig, killed: RunConfig, epochs: int, code: int)
 
 def execute_failing_on_rank(cfg: RunConfig, bad_rank: int, epoch: int) -> None:
     """Execute ``cfg``; rank ``bad_rank`` raises a ValueError at the start of ``epoch``."""
-    import benchmark.training.loop as loop
     from benchmark.training.distributed import rank
+    from benchmark.training.loop import EpochLoop
     from benchmark.training.runner import execute
 
-    original = loop.epoch_steps
+    original = EpochLoop.epoch_steps
 
     def epoch_steps(trainer: Trainer, e: int) -> Generator[None, None, dict[str, Any]]:
         if e == epoch and rank() == bad_rank:
             raise ValueError(f"disk full on rank {bad_rank}")
         return (yield from original(trainer, e))
 
-    loop.epoch_steps = epoch_steps
+    EpochLoop.epoch_steps = epoch_steps  # type: ignore[method-assign]
     execute(cfg)
 
 
@@ -197,3 +197,4 @@ def loads_torch(args: list[str], cwd: Path) -> bool:
     last = out.stderr.strip().splitlines()[-1]
     assert last in ("TORCH", "NO-TORCH"), out.stderr[-2000:]
     return last == "TORCH"
+

@@ -31,7 +31,6 @@ from benchmark.data.base import DATASETS
 from benchmark.models.registry import build_model
 from benchmark.training.device import configure_kernels, resolve_device, sync
 from benchmark.training.fast_step import CudaGraphBackend, DeviceLearningRates
-from benchmark.training.loop import epoch_steps
 from benchmark.training.packing import PackedRun, RngState, drive_packed
 from benchmark.training.trainer import Trainer
 
@@ -53,7 +52,7 @@ def packed_harness(args: argparse.Namespace, model: str, k: int) -> tuple[float,
 
     def epoch(e: int) -> float:
         runs = [
-            PackedRun(f"run {i}", epoch_steps(t, e), t.device, rngs[i])
+            PackedRun(f"run {i}", t.epoch_steps(e), t.device, rngs[i])
             for i, t in enumerate(trainers)
         ]
         sync(args.dev)

@@ -200,7 +200,6 @@ def execute_packed(
 
 def _packed_run(session: Any, index: int, results: list[Any]) -> PackedRun:
     """The pack entry of a started run: its outcome lands in ``results[index]``."""
-    from benchmark.training.loop import fit_steps
 
     def done(metrics: dict[str, Any]) -> None:
         results[index] = session.finish(metrics)
@@ -213,7 +212,7 @@ def _packed_run(session: Any, index: int, results: list[Any]) -> PackedRun:
     trainer = session.trainer
     return PackedRun(
         name=session.cfg.run_id,
-        steps=fit_steps(trainer),
+        steps=trainer.fit_steps(),
         device=trainer.device,
         rng=RngState.capture(trainer.device),
         on_done=done,

@@ -31,7 +31,7 @@ from benchmark.training.fast_step import (
     plan_step,
     uses_channels_last,
 )
-from benchmark.training.loop import drive, epoch_steps, fit_steps
+from benchmark.training.loop import EpochLoop, drive
 from benchmark.training.state import (
     CheckpointDiscarded,
     TrainState,
@@ -76,7 +76,7 @@ def check_prunable_set(cfg: RunConfig, num_prunable: int) -> None:
         )
 
 
-class Trainer:
+class Trainer(EpochLoop):
     """Runs one configured run from scratch or from its last epoch checkpoint."""
 
     def __init__(
@@ -351,7 +351,7 @@ class Trainer:
 
     def train_epoch(self, epoch: int) -> dict[str, Any]:
         """One epoch of training with the method's hooks; returns the epoch's train stats."""
-        return drive(epoch_steps(self, epoch))
+        return drive(self.epoch_steps(epoch))
 
     def method_hook(self, hook: Callable[..., T], *args: Any) -> T:
         """Run one of the method's epoch-boundary hooks; its seconds go to the "method" phase."""
@@ -391,7 +391,7 @@ class Trainer:
         ``stop_after`` stops once that many epochs are done (after their checkpoint), as an
         interruption would, and returns None; tests use it to check that resuming is exact.
         """
-        return drive(fit_steps(self, stop_after))
+        return drive(self.fit_steps(stop_after))
 
     def step_record(self) -> dict[str, Any]:
         """How this process ran its training iterations (captured or eager, and why)."""

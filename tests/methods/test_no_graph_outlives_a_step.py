@@ -13,7 +13,6 @@ import pytest
 import torch
 from helpers import tiny_config
 
-import benchmark.training.loop as loop
 from benchmark.training.fast_step import RerunBackend
 from benchmark.training.trainer import Trainer
 
@@ -45,7 +44,7 @@ def kept_graphs(trainer: Trainer) -> list[str]:
 def test_no_graph_outlives_a_training_step(method: str, tmp_path: Path) -> None:
     cfg = tiny_config(tmp_path, f"method.name={method}", "budget.epochs=2", *CASES[method])
     trainer = Trainer(cfg, graph_backend=RerunBackend())
-    steps = loop.epoch_steps(trainer, 0)
+    steps = trainer.epoch_steps(0)
     for _ in range(3):  # three iterations, paused between two of them
         next(steps)
     assert kept_graphs(trainer) == []

@@ -106,8 +106,8 @@ class PackedRun:
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[None]:
-        """This run's generators and stream for the duration of one step."""
-        outer = RngState.capture(self.device)
+        """This run's generators and stream for the duration of one step (the generators are
+        left as the step left them: :func:`drive_packed` restores the caller's at the end)."""
         self.rng.restore(self.device)
         stream = torch.cuda.stream(self.stream) if self.stream is not None else None
         try:
@@ -115,7 +115,6 @@ class PackedRun:
                 yield
         finally:
             self.rng = RngState.capture(self.device)
-            outer.restore(self.device)
             self.turns += 1
 
 
@@ -127,6 +126,18 @@ def drive_packed(runs: Sequence[PackedRun]) -> None:
     KeyboardInterrupt and SystemExit stop the whole pack.
     """
     active = list(runs)
+    # The caller's generators, saved once: each turn sets the run's own, so there is nothing to
+    # restore between two turns.
+    outer = {run.device: RngState.capture(run.device) for run in runs}
+    try:
+        _drive(active)
+    finally:
+        for device, state in outer.items():
+            state.restore(device)
+
+
+def _drive(active: list[PackedRun]) -> None:
+    """Turn the ``active`` runs until none is left (:func:`drive_packed`)."""
     while active:
         for run in list(active):
             with run.turn():

@@ -257,7 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_parallel(cfg: Any, nproc: int, *, force: bool, resume: bool) -> dict[str, Any]:
     """Train ``cfg`` with ``nproc`` local processes and return rank 0's stored record."""
     from benchmark.store.results import Store
-    from benchmark.training.distributed import check_batch
+    from benchmark.training.process_checks import check_batch
     from benchmark.training.runner import ResumeError, run_local
 
     check_batch(cfg.data.batch_size, nproc)

@@ -463,7 +463,7 @@ def _task(nodes: Sequence[Node], settings: LaunchSettings, isolate: bool = True)
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:
     """Refuse, before anything is queued, runs that the profile's processes cannot share (each
     job would otherwise fail on the cluster with the same config error)."""
-    from benchmark.training.distributed import check_batch, check_batchnorm_processes
+    from benchmark.training.process_checks import check_batch, check_batchnorm_processes
 
     procs = 1
     if settings.executor == "slurm" and settings.profile is not None:

@@ -36,7 +36,12 @@ import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
 from torch import Tensor, nn
 
-from benchmark.core.errors import ConfigError, check
+from benchmark.core.errors import ConfigError
+from benchmark.training.process_checks import (
+    check_batch,
+    check_last_batch,
+    check_runs_for_processes,
+)
 
 # How long a rank waits for the others in one collective before the run fails (a dead peer).
 TIMEOUT_S = 600.0
@@ -116,31 +121,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def check_batch(batch_size: int, nproc: int, field: str = "data.batch_size") -> None:
-    """Refuse a global batch that ``nproc`` processes cannot share equally (ConfigError)."""
-    if nproc < 1:
-        raise ConfigError("--nproc", nproc, "an integer >= 1")
-    if batch_size % nproc:
-        raise ConfigError(
-            field, batch_size, f"a multiple of the {nproc} processes (each takes batch/{nproc})"
-        )
-
-
-def check_last_batch(num_train: int, batch_size: int, nproc: int) -> None:
-    """Refuse an epoch whose last batch has fewer samples than processes (a rank would idle)."""
-    last = num_train % batch_size
-    if 0 < last < nproc:
-        raise ConfigError(
-            "data.batch_size",
-            batch_size,
-            f"a batch size whose last batch of the {num_train} training samples has at least "
-            f"{nproc} samples (it has {last}), so that every process gets one",
-        )
 
 
 # --------------------------------------------------------------------------- BatchNorm
@@ -402,17 +382,12 @@ def job_process_group(configs: Sequence[Any]) -> Iterator[bool]:
     if tasks <= 1:
         yield False
         return
-    for cfg in configs:
-        check_batch(cfg.data.batch_size, tasks)
-        check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, tasks)
-    devices = {cfg.runtime.device for cfg in configs}
-    if len(devices) != 1:
-        raise ConfigError("runtime.device", sorted(devices), "one device for the runs of a job")
+    device = check_runs_for_processes(configs, tasks)
     # Each task may see only its own GPU (SLURM's --gpus-per-task): keep CUDA_VISIBLE_DEVICES.
     submitit.helpers.TorchDistributedEnvironment().export(
         set_cuda_visible_devices=False, overwrite=True
     )
-    init_from_env(_device_of(devices.pop()))
+    init_from_env(_device_of(device))
     try:
         yield True
     finally:
@@ -462,37 +437,3 @@ def spawn(fn: Callable[..., Any], nproc: int, device: str, *args: Any) -> None:
         raise RankFailed(f"rank {err.error_index} failed:\n{err}") from None
     except mp.ProcessExitedException as err:
         raise RankFailed(f"rank {err.error_index} exited with code {err.exit_code}") from None
-
-
-def check_batchnorm_processes(batchnorm_processes: int, sync_bn: bool | None, nproc: int) -> None:
-    """Refuse a BatchNorm grouping the run id would not state (ConfigError): per-process
-    statistics need ``model.batchnorm_processes`` = ``nproc``, which is in the id."""
-    check(
-        nproc == 1 or sync_bn is not False or batchnorm_processes > 1,
-        "runtime.sync_bn",
-        sync_bn,
-        f"true or unset (whole-batch BatchNorm, the one-process experiment); for BatchNorm per "
-        f"process set model.batchnorm_processes = {nproc}: it is in the run id, so the result "
-        "is never taken for the one-process run's",
-    )
-    check(
-        batchnorm_processes in (1, nproc),
-        "model.batchnorm_processes",
-        batchnorm_processes,
-        f"1 (whole-batch BatchNorm) or the processes training the run ({nproc} here)",
-    )
-
-
-def check_gpus(device: str, nproc: int) -> None:
-    """Refuse more CUDA processes than GPUs before any starts (NCCL needs one GPU each)."""
-    import torch
-
-    on_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-    count = torch.cuda.device_count() if on_cuda else 0
-    if on_cuda and nproc > count:
-        raise ConfigError(
-            "--nproc",
-            nproc,
-            f"at most {count}, the GPUs of this machine (NCCL needs one GPU per process); "
-            "runtime.device = 'cpu' trains CPU processes (gloo)",
-        )

@@ -34,13 +34,15 @@ from benchmark.store.results import (
 from benchmark.training.distributed import (
     barrier,
     broadcast_value,
-    check_batch,
-    check_batchnorm_processes,
-    check_gpus,
     is_main,
     rank,
     spawn,
     world_size,
+)
+from benchmark.training.process_checks import (
+    check_batchnorm_processes,
+    check_gpus,
+    check_runs_for_processes,
 )
 from benchmark.training.validation import validate
 from methods import get_method
@@ -430,12 +432,6 @@ def run_local(configs: Sequence[Any], nproc: int, **kwargs: Any) -> None:
     ``kwargs`` go to :func:`execute` on every rank; rank 0 writes each result to the store.
     Raises RankFailed with the first failing rank's error.
     """
-    for cfg in configs:
-        check_batch(cfg.data.batch_size, nproc)
-        check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, nproc)
-    devices = {cfg.runtime.device for cfg in configs}
-    if len(devices) != 1:
-        raise ConfigError("runtime.device", sorted(devices), "one device for every run")
-    device = devices.pop()
+    device = check_runs_for_processes(configs, nproc)
     check_gpus(device, nproc)
     spawn(execute_all, nproc, device, list(configs), kwargs)

@@ -27,11 +27,13 @@ from benchmark.training.distributed import (
     DataParallel,
     GlobalBatchNorm2d,
     RankFailed,
+    convert_sync_bn,
+    spawn,
+)
+from benchmark.training.process_checks import (
     check_batch,
     check_batchnorm_processes,
     check_last_batch,
-    convert_sync_bn,
-    spawn,
 )
 from benchmark.training.runner import execute, execute_all
 from benchmark.training.validation import load_config
@@ -253,7 +255,7 @@ def test_two_processes_with_default_settings_train_the_one_process_run(tmp_path:
 def test_more_cuda_processes_than_gpus_are_refused_before_any_starts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from benchmark.training.distributed import check_gpus
+    from benchmark.training.process_checks import check_gpus
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

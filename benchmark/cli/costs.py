@@ -13,9 +13,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from benchmark.config.run import DEFAULT_STORE
 from benchmark.core.errors import ConfigError
 
-DEFAULT_STORE = "results/runs"
 PRECISIONS = ("fp32", "bf16")
 
 

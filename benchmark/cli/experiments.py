@@ -13,11 +13,8 @@ from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
 from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
 from benchmark.cli.submission import reading_from, submit_missing
-from benchmark.config.run import RunConfig
+from benchmark.config.run import DEFAULT_STORE, RunConfig
 from benchmark.core.errors import ConfigError
-
-DEFAULT_STORE = "results/runs"
-
 
 DEFAULT_FIGURES = "results/figures"
 

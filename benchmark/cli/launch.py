@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.cli.costs import add_estimate_arg
-
-DEFAULT_STORE = "results/runs"
+from benchmark.config.run import DEFAULT_STORE
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

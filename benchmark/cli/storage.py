@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-DEFAULT_STORE = "results/runs"
+from benchmark.config.run import DEFAULT_STORE
 
 
 def add_parsers(sub: Any) -> None:

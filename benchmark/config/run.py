@@ -116,11 +116,15 @@ class LoggingConfig:
     wandb_mode: str = "offline"
 
 
+# The store's folder when neither a config nor a command names one.
+DEFAULT_STORE = "results/runs"
+
+
 @dataclass
 class OutputConfig:
     """Where results and checkpoints go."""
 
-    dir: str = "results/runs"
+    dir: str = DEFAULT_STORE
 
 
 @dataclass

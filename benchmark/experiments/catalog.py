@@ -20,13 +20,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from benchmark.config.run import DEFAULT_STORE
 from benchmark.core.errors import ConfigError
 from benchmark.experiments.not_reproducible import NOT_REPRODUCIBLE
 
 CATALOG_FILE = Path(__file__).with_name("catalog.json")
 CATALOG_VERSION = 1
 # The store folder the plans are made for: run ids do not depend on it.
-PLAN_STORE = "results/runs"
+PLAN_STORE = DEFAULT_STORE
 
 Need = Literal["any", "table", "figure"]
 

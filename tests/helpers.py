@@ -198,3 +198,21 @@ def loads_torch(args: list[str], cwd: Path) -> bool:
     assert last in ("TORCH", "NO-TORCH"), out.stderr[-2000:]
     return last == "TORCH"
 
+
+def check_plain_and_exact(cfg: RunConfig, record: dict[str, Any]) -> None:
+    """The stored weights of a reparametrizing method's run (STR, CS, DST) are a plain model's,
+    and the sparsity is their count of exact zeros, as the thresholds implied after the last
+    epoch."""
+    from benchmark.core.files import load_checkpoint
+    from benchmark.models.registry import build_model
+
+    metrics = record["metrics"]
+    weights = load_checkpoint(Store(cfg.output.dir).weights_path(cfg.run_id))
+    fresh = build_model(cfg.model.name, 10, (1, 8, 8)).state_dict()
+    assert set(weights) == set(fresh)
+    prunable = [w for w in weights.values() if w.dim() >= 2]
+    n = sum(w.numel() for w in prunable)
+    zeros = sum(int((w == 0).sum()) for w in prunable)
+    assert n == metrics["num_prunable"]
+    assert zeros == n - metrics["nonzero_prunable"] and zeros > 0
+    assert metrics["emergent_sparsity"][-1] == pytest.approx(zeros / n, abs=1e-12)

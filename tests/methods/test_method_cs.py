@@ -7,15 +7,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import comparable, run_interrupted, run_uninterrupted, tiny_config
+from helpers import (
+    check_plain_and_exact,
+    comparable,
+    run_interrupted,
+    run_uninterrupted,
+    tiny_config,
+)
 from torch import nn
 from torch.nn.utils import parametrize
 
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
-from benchmark.core.files import load_checkpoint
-from benchmark.models.registry import build_model
-from benchmark.store.results import Store
 from benchmark.training.runner import execute
 from benchmark.training.trainer import Trainer
 from methods.cs import CS, SoftMask, temperature_at
@@ -162,16 +165,7 @@ def test_final_weights_use_the_hard_mask_and_model_is_plain(tmp_path: Path) -> N
 
 def test_end_to_end_run_stores_a_plain_sparse_model(tmp_path: Path) -> None:
     cfg = cs_config(tmp_path, "method.mask_init=-0.05")
-    record = execute(cfg)
-    metrics = record["metrics"]
-    weights = load_checkpoint(Store(cfg.output.dir).weights_path(cfg.run_id))
-    assert set(weights) == set(build_model(cfg.model.name, 10, (1, 8, 8)).state_dict())
-    prunable = [w for w in weights.values() if w.dim() >= 2]
-    n = sum(w.numel() for w in prunable)
-    zeros = sum(int((w == 0).sum()) for w in prunable)
-    assert zeros == n - metrics["nonzero_prunable"] and zeros > 0
-    # The fraction of logits <= 0 after the last epoch is the final sparsity.
-    assert metrics["emergent_sparsity"][-1] == pytest.approx(zeros / n, abs=1e-12)
+    check_plain_and_exact(cfg, execute(cfg))
 
 
 def test_resume_is_exact(tmp_path: Path) -> None:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
-from helpers import comparable, run_interrupted, run_uninterrupted, tiny_config
+from helpers import (
+    check_plain_and_exact,
+    comparable,
+    run_interrupted,
+    run_uninterrupted,
+    tiny_config,
+)
 from torch import nn
 from torch.nn.utils import parametrize
 
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
-from benchmark.core.files import load_checkpoint
-from benchmark.models.registry import build_model
-from benchmark.store.results import Store
 from benchmark.training.runner import execute
 from benchmark.training.trainer import Trainer
 from methods.str import STR, SoftThreshold
@@ -24,21 +26,6 @@ from methods.str import STR, SoftThreshold
 def str_config(tmp: Path, *overrides: str) -> RunConfig:
     """A tiny STR run on digits (3 epochs)."""
     return tiny_config(tmp / "runs", "method.name='str'", "budget.epochs=3", *overrides)
-
-
-def check_plain_and_exact(cfg: RunConfig, record: dict[str, Any]) -> None:
-    """The stored weights are a plain model's, and the sparsity is their count of exact zeros."""
-    metrics = record["metrics"]
-    weights = load_checkpoint(Store(cfg.output.dir).weights_path(cfg.run_id))
-    fresh = build_model(cfg.model.name, 10, (1, 8, 8)).state_dict()
-    assert set(weights) == set(fresh)
-    prunable = [w for w in weights.values() if w.dim() >= 2]
-    n = sum(w.numel() for w in prunable)
-    zeros = sum(int((w == 0).sum()) for w in prunable)
-    assert n == metrics["num_prunable"]
-    assert zeros == n - metrics["nonzero_prunable"] and zeros > 0
-    # The sparsity the thresholds implied after the last epoch is what the final prune kept.
-    assert metrics["emergent_sparsity"][-1] == pytest.approx(zeros / n, abs=1e-12)
 
 
 def test_forward_weight_is_soft_threshold() -> None:

@@ -2,41 +2,17 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 import torch
 from helpers import tiny_config
 
+from benchmark.bench.weights import nbytes, pruned_state
 from benchmark.core.errors import CorruptFileError
 from benchmark.core.files import load_checkpoint, save_weights
-from benchmark.models.registry import build_model
-from benchmark.pruning import prunable_parameters
 from benchmark.store.results import Store
 from benchmark.training.runner import execute
-
-
-def pruned_state(model: str, classes: int, sparsity: float) -> dict[str, torch.Tensor]:
-    """A freshly initialised ``model`` with the smallest ``sparsity`` of its prunable weights
-    (global magnitude) masked to zero as training does, by multiplying (so every pruned
-    negative weight is ``-0.0``), as a CPU state dict."""
-    torch.manual_seed(0)
-    net = build_model(model, classes, (3, 32, 32))
-    names = [name for name, _ in prunable_parameters(net)]
-    state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-    flat = torch.cat([state[n].abs().reshape(-1) for n in names])
-    k = round(sparsity * flat.numel())
-    threshold = flat.kthvalue(k).values
-    for name in names:
-        state[name].mul_(state[name].abs() > threshold)
-    return state
-
-
-def nbytes(obj: object) -> int:
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return buffer.tell()
 
 
 def assert_bit_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:

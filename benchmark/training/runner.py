@@ -112,7 +112,7 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
     weights = store.weights_path(pid)
     if not store.is_finished(pid):
         execute(parent, wait_for_lock=True)
-    elif not weights.exists() and not _weights_after_lock(store, pid):
+    elif not weights.exists():
         # The parent's result survived but its weights did not: train it again (the old result
         # goes to archive/), since a child can only start from those weights.
         warnings.warn(
@@ -130,13 +130,6 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
             f"{err.reason}; the weights of dense parent {pid} are unusable: delete the file and "
             f"rerun the parent (prunebench run --force with its config) to train them again",
         ) from None
-
-
-def _weights_after_lock(store: Store, rid: str) -> bool:
-    """Whether ``rid``'s weights exist once its run lock is free: a record is published a moment
-    before its weights are moved into place, both under that lock."""
-    with store.lock(f"run-{rid}"):
-        return store.weights_path(rid).exists()
 
 
 def check_runtime(cfg: RunConfig) -> None:

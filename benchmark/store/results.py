@@ -37,7 +37,7 @@ from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported 
     RunLockedError,
     StoreWarning,
 )
-from benchmark.store.locking import hold, lock_path
+from benchmark.store.locking import hold, is_held, lock_path
 from benchmark.store.publish import ANY_RESULT, claim, may_replace, publish, same_result
 
 FINISHED = "finished"
@@ -333,6 +333,10 @@ class Store:
         if held.discarded:
             with contextlib.suppress(OSError):  # another lock (or a claim file) is there
                 folder.rmdir()
+
+    def lock_held(self, name: str) -> bool:
+        """Whether the lock ``name`` is held now by a live owner (see :meth:`lock`)."""
+        return is_held(lock_path(self.root / LOCK_DIR, name))
 
     def clean_run_files(self, run_id: str, *, orphan_after_s: float = 600.0) -> list[Path]:
         """Tidy what a killed write of ``run_id`` left; hold its run lock. Returns what went.

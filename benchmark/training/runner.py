@@ -180,9 +180,37 @@ def execute(
     """Run ``cfg`` (resuming from its checkpoint when one exists) and store the result.
 
     Configuration errors, found before training (values, the device, the store, the prunable
-    set), write nothing. The run holds a lock for its run id: a second process asking for the
-    same run gets RunLockedError ("already running"), or waits with ``wait_for_lock``.
+    set), write nothing, not even the store's folder. The run holds a lock for its run id: a
+    second process asking for the same run gets RunLockedError ("already running"), or waits
+    with ``wait_for_lock``.
     """
+    made = _missing_folders(Path(cfg.output.dir))
+    try:
+        return _execute(
+            cfg, force=force, require_resume=require_resume, wait_for_lock=wait_for_lock
+        )
+    except ConfigError:
+        # Found after the store folder was created (the checks that need the data or the
+        # model): the empty folders go too.
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: something else is there now
+                folder.rmdir()
+        raise
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
+
+
+def _execute(
+    cfg: RunConfig, *, force: bool, require_resume: bool, wait_for_lock: bool
+) -> dict[str, Any]:
     validate(cfg)
     check_runtime(cfg)
     check_weights(cfg)

@@ -238,6 +238,11 @@ def _write_owner(path: Path, **fields: Any) -> None:
     path.write_text(json.dumps(owner))
 
 
+def _set_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -285,12 +290,8 @@ def test_a_live_lock_of_another_node_says_who_runs_it(
 def test_a_requeued_slurm_job_takes_over_its_own_earlier_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in {
-        "SLURM_ARRAY_JOB_ID": "991",
-        "SLURM_ARRAY_TASK_ID": "7",
-        "SLURM_RESTART_COUNT": "1",
-    }.items():
-        monkeypatch.setenv(key, value)
+    array = {"SLURM_ARRAY_JOB_ID": "991", "SLURM_ARRAY_TASK_ID": "7"}
+    _set_env(monkeypatch, **array, SLURM_RESTART_COUNT="1")
     store = tmp_path / "s"
     cfg = tiny_config(store, *FAST)
     path = _lock_file(store, f"run-{cfg.run_id}")
@@ -363,12 +364,7 @@ def test_a_requeued_job_of_another_cluster_does_not_take_a_fresh_lock(
 ) -> None:
     import benchmark.store.locking as locking
 
-    for key, value in {
-        "SLURM_JOB_ID": "991",
-        "SLURM_RESTART_COUNT": "1",
-        "SLURM_CLUSTER_NAME": "beta",
-    }.items():
-        monkeypatch.setenv(key, value)
+    _set_env(monkeypatch, SLURM_JOB_ID="991", SLURM_RESTART_COUNT="1", SLURM_CLUSTER_NAME="beta")
     path = tmp_path / "run-x.lockfile"
     _write_owner(path, host="node-a", boot_id="other", slurm_job="991", slurm_cluster="alpha")
     with pytest.raises(locking.RunLockedError, match="SLURM job 991"):

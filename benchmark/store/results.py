@@ -127,8 +127,8 @@ class Store:
         without the lock too (:mod:`benchmark.store.publish`).
         """
         run_id = record["run_id"]
+        staged = self._stage(self.result_path(run_id), record)  # before the lock: it stays short
         with self.lock("store"):
-            staged = self._stage(self.result_path(run_id), record)
             if self._publish(staged, record, force=force, replaces=replaces):
                 return self.result_path(run_id)
             if not force:

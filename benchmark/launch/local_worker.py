@@ -20,6 +20,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from benchmark.launch.planning import _plural
 from benchmark.launch.scheduler import JobState
 from benchmark.store.submissions import JobRef
 
@@ -62,10 +63,10 @@ def dead_local_workers(
 
 
 def dead_worker_note(dead: Mapping[str, list[str]]) -> str:
-    """E.g. ``local worker 4242 ended without a result for 3 runs (killed or stopped)``."""
-    parts = [f"{pid} ({len(runs)} runs)" for pid, runs in sorted(dead.items())]
+    """E.g. ``local worker 4242 (3 runs) ended without a result for their runs (killed or
+    stopped); ...``."""
+    parts = [f"{pid} ({_plural(len(runs), 'run')})" for pid, runs in sorted(dead.items())]
     return (
         f"local worker{'s' if len(dead) > 1 else ''} {', '.join(parts)} ended without a result "
-        "for their runs (killed or stopped); those runs are submitted again and resume from "
-        "their checkpoints"
+        "for their runs (killed or stopped); submitted again, they resume from their checkpoints"
     )

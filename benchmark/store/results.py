@@ -31,6 +31,7 @@ from benchmark.core.files import (
     unique_stamp,
     write_json_atomic,
 )
+from benchmark.store.deferred import signals_held
 from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported for callers)
     CorruptRecord,
     ResultExistsError,
@@ -150,8 +151,9 @@ class Store:
         Both are staged completely first, outside the store lock (which is then held only for a
         few renames). The weights take their place before the record does, so a result always
         has its weights, and an interruption at any step (a kill, Ctrl-C, ``SystemExit``) leaves
-        either the old state or the new one; staged weights are never deleted while they are
-        the only copy (see :meth:`clean_run_files`). The first finished result of a run wins: a
+        either the old state or the new one; signals that stop a process are held back during
+        the renames (:mod:`benchmark.store.deferred`); staged weights are never deleted while
+        they are the only copy (see :meth:`clean_run_files`). The first finished result of a run wins: a
         result that loses (another process finished the run meanwhile, or, with ``replaces``
         the record the rerun started from, a forced rerun finished first) is archived with its
         weights (``archive/<run>-<stamp>.json`` and ``.pt``) and warned; a result that
@@ -162,7 +164,7 @@ class Store:
         staged_weights = staged_path(self.weights_path(run_id), token)
         save_weights(weights, staged_weights)  # the weights first: a staged record has them
         staged = self._stage(self.result_path(run_id), record, token)
-        with self.lock("store"):
+        with self.lock("store"), signals_held():  # a Ctrl-C lands after the renames
             return self._place(staged, staged_weights, record, force=force, replaces=replaces)
 
     def _place(

@@ -72,7 +72,7 @@ def test_stopping_a_local_worker_stops_its_task_and_the_next_submit_says_so(
         assert f"local worker {worker}" in out and "killed or stopped" in out
         assert main([*submit, "--dry-run"]) == 0
         out = capsys.readouterr().out
-        assert f"note: local worker {worker} (1 runs) ended without a result" in out
+        assert f"note: local worker {worker} (1 run) ended without a result" in out
         assert "would submit 1 run" in out
     finally:
         if task and _running(task):

@@ -139,3 +139,33 @@ def test_a_forced_rerun_archives_the_weights_of_the_result_it_replaces(tmp_path:
     assert _matches(archived.with_suffix(".pt"), OLD)
     assert _matches(store.weights_path(RUN), NEW)
     assert not list(tmp_path.rglob(".*staged"))
+
+
+@pytest.mark.parametrize("how", ["sigint", "requeue"])
+def test_a_signal_during_the_renames_lands_after_the_result_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Ctrl-C, or submitit's requeue signal (its handler exits through SystemExit), arriving
+    while the result takes its place: the write completes first, then the signal acts."""
+    import benchmark.store.results as results_module
+
+    sent = {"sigint": signal.SIGINT, "requeue": signal.SIGUSR2}[how]
+    real = results_module.link_over
+
+    def signalled(*args: Any) -> None:
+        signal.raise_signal(sent)
+        real(*args)
+
+    def requeue(signum: int, frame: Any) -> None:
+        raise SystemExit(-1)  # as submitit's checkpoint_and_try_requeue does
+
+    monkeypatch.setattr(results_module, "link_over", signalled)
+    before = signal.signal(signal.SIGUSR2, requeue)
+    store = Store(tmp_path)
+    try:
+        with pytest.raises(KeyboardInterrupt if how == "sigint" else SystemExit):
+            store.write_result(dict(NEW), weights_of(NEW))
+    finally:
+        signal.signal(signal.SIGUSR2, before)
+    assert store.read(RUN) == NEW and _matches(store.weights_path(RUN), NEW)
+    assert not list(tmp_path.rglob(".*staged")) and not list(tmp_path.rglob("*.lockfile"))

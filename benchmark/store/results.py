@@ -153,11 +153,11 @@ class Store:
         has its weights, and an interruption at any step (a kill, Ctrl-C, ``SystemExit``) leaves
         either the old state or the new one; signals that stop a process are held back during
         the renames (:mod:`benchmark.store.deferred`); staged weights are never deleted while
-        they are the only copy (see :meth:`clean_run_files`). The first finished result of a run wins: a
-        result that loses (another process finished the run meanwhile, or, with ``replaces``
-        the record the rerun started from, a forced rerun finished first) is archived with its
-        weights (``archive/<run>-<stamp>.json`` and ``.pt``) and warned; a result that
-        ``force`` replaces goes to the archive with its weights too.
+        they are the only copy (see :meth:`clean_run_files`). The first finished result of a
+        run wins: a result that loses (another process finished the run meanwhile, or, with
+        ``replaces`` the record the rerun started from, a forced rerun finished first) is
+        archived with its weights (``archive/<run>-<stamp>.json`` and ``.pt``) and warned; a
+        result that ``force`` replaces goes to the archive with its weights too.
         """
         run_id = record["run_id"]
         token = uuid.uuid4().hex
@@ -212,9 +212,9 @@ class Store:
         """Move the finished result ``current`` with its weights into the archive: the weights
         are linked there first (they stay in place until replaced), then the record is moved.
         False when the result changed meanwhile (possible only without the lock): look again."""
-        stem = self.archive_dir() / f"{run_id}-{unique_stamp()}"
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        weights, moved = stem.with_suffix(".pt"), stem.with_suffix(".json")
+        folder, name = self.archive_dir(), f"{run_id}-{unique_stamp()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        weights, moved = folder / f"{name}.pt", folder / f"{name}.json"
         with contextlib.suppress(FileNotFoundError):
             link_or_copy(self.weights_path(run_id), weights)
         try:

@@ -393,10 +393,12 @@ def test_a_lock_of_a_zombie_process_is_recovered(tmp_path: Path) -> None:
 
 
 def test_a_waiter_says_when_the_holder_on_another_node_stopped_its_heartbeat(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import benchmark.store.locking as locking
     from benchmark.store.locking import LockFile
 
+    monkeypatch.setattr(locking, "slurm_job_active", lambda job: False)  # squeue: job gone
     path = tmp_path / "store.lockfile"
     _write_owner(path, host="node-elsewhere", pid=7, boot_id="other", slurm_job="77")
     old = time.time() - 5
@@ -408,6 +410,7 @@ def test_a_waiter_says_when_the_holder_on_another_node_stopped_its_heartbeat(
     said = [str(w.message) for w in caught]
     assert "waiting for lock" in said[0] and "node-elsewhere" in said[0]
     assert "heartbeat stopped 5 s ago" in said[0] and "in about 1 s" in said[0]
+    assert "squeue here no longer lists SLURM job 77" in said[0]
     assert "recovered the stale lock" in said[-1]
 
 

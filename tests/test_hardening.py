@@ -161,6 +161,24 @@ def test_excluding_every_weight_is_a_config_error(
     assert stored_files(store) == []
 
 
+@pytest.mark.usefixtures("no_training")
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ('method.exclude=["*"]', "method.exclude"),
+        ("method.sparsity=0.9999999", "method.sparsity"),
+        ("schedule.warmup_epochs=1.999", "schedule.warmup_epochs"),
+    ],
+)
+def test_a_config_error_found_with_the_model_or_data_leaves_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, field: str
+) -> None:
+    store = tmp_path / "results" / "runs"
+    assert cli_run(store, "method.name=gmp", "budget.epochs=2", setting) == 2
+    assert f"config error: {field} = " in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()  # not even an empty results/runs/
+
+
 def test_a_missed_sparsity_goal_is_never_stored_as_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

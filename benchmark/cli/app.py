@@ -168,16 +168,24 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 _ID_FIELDS = ("experiment id", "table id", "figure id")
 
 
-def set_syntax_hint(argv: Sequence[str]) -> str | None:
-    """What is wrong with a ``--set`` written without ``=`` (``--set method.sparsity 0.9``)."""
+def set_syntax_hint(argv: Sequence[str]) -> ConfigError | None:
+    """The config error of a ``--set`` written without ``=`` (``--set method.sparsity 0.9``),
+    in the one form of every bad input, with the fix."""
     for i, word in enumerate(argv):
         if word != "--set" or i + 1 >= len(argv) or "=" in argv[i + 1]:
             continue
         key = argv[i + 1]
         value = argv[i + 2] if i + 2 < len(argv) and not argv[i + 2].startswith("-") else None
         example = f"--set {key}={value}" if value is not None else f"--set {key}=VALUE"
-        return f"--set {key!s} needs its value after '=' in the same word (no spaces): {example}"
+        return ConfigError("--set", key, f"section.key=value in one word (no spaces): {example}")
     return None
+
+
+def _config_error(err: ConfigError) -> int:
+    """Say what is wrong with a value ("config error: F = V is invalid; allowed: ...")."""
+    kind = "error" if err.field in _ID_FIELDS else "config error"
+    print(f"prunebench: {kind}: {err}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,18 +195,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     hint = set_syntax_hint(argv)
-    if hint:
-        print(f"prunebench: error: {hint}", file=sys.stderr)
-        return EXIT_USAGE
+    if hint is not None:
+        return _config_error(hint)
     args = build_parser().parse_args(argv)
     try:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
         return code
     except ConfigError as err:
-        kind = "error" if err.field in _ID_FIELDS else "config error"
-        print(f"prunebench: {kind}: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return _config_error(err)
     except DatasetError as err:
         print(f"prunebench: data error: {err}", file=sys.stderr)
         return EXIT_FAILURE

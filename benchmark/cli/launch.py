@@ -269,6 +269,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
     st = Store(store)
+    if settings.executor != "slurm" and not args.dry_run:
+        lost = [r for r in result.submitted_runs if st.status(r) is None]
+        if lost:
+            # Their worker was stopped (or killed) before it wrote a result: say so, not "done".
+            print(
+                f"{len(lost)} run(s) have no result: their worker was stopped (or another job "
+                f"runs them); `prunebench status {args.file}` lists them, submit again to resume"
+            )
+            return 1
     failed = [r for r in result.submitted_runs if st.status(r) == "failed"]
     if failed and (settings.executor != "slurm" or args.wait):
         print(f"{len(failed)} run(s) failed; `prunebench status {args.file}` lists them")

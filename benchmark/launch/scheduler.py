@@ -154,6 +154,9 @@ def classify(
     if status == FAILED:
         return "failed", first_line(record.get("error", "failed"))
     if ref is not None and state is not None and state.state not in ("COMPLETED", "UNKNOWN"):
+        if ref.executor == "local":
+            worker = f"its local worker {ref.job_id} on {ref.host}"
+            return "failed", f"{worker} ended without a result (killed or stopped)"
         return "failed", f"{state.state}: the job ended without a result"
     return "missing", ""
 

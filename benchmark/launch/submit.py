@@ -20,6 +20,7 @@ from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.launch.expansion import Expansion, expand
 from benchmark.launch.grid import MAX_CELLS, Grid
+from benchmark.launch.local_worker import dead_local_workers, dead_worker_note
 from benchmark.launch.planning import (
     JobSpec,
     Node,
@@ -52,11 +53,13 @@ class SubmitResult:
     dry_run: bool = False
     submitted_runs: list[str] = field(default_factory=list)
     runs_per_gpu: int = 1
+    # Local workers of earlier submissions that ended without results: pid -> runs.
+    dead_workers: dict[str, list[str]] = field(default_factory=dict)
 
     def summary(self) -> str:
         """A few lines for the terminal."""
         p = self.plan
-        lines = []
+        lines = [f"note: {dead_worker_note(self.dead_workers)}"] if self.dead_workers else []
         n_runs = len(p.submit)
         if self.dry_run:
             n_jobs = sum(len(s.tasks) for s in self.specs)
@@ -129,6 +132,7 @@ def submit_grid(
         states = job_states(unfinished_refs(index, records))
         plan = make_plan(nodes, Store(store), index, states, retry_failed, records)
         result = SubmitResult(grid.name, settings.executor, plan, dry_run=dry_run)
+        result.dead_workers = dead_local_workers(index, records, states)
         result.runs_per_gpu = settings.runs_per_gpu
         if settings.executor == "slurm":
             levels = slurm_specs(plan, settings.task_runs())

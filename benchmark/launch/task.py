@@ -14,6 +14,7 @@ from submitit.core.utils import UncompletedJobError
 
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
+from benchmark.launch.local_worker import follow_local_worker
 from benchmark.store.results import FAILED, FINISHED, ResultExistsError, RunLockedError, Store
 
 LOG_TAIL_LINES = 40
@@ -55,6 +56,7 @@ class GridTask(submitit.helpers.Checkpointable):
     def __call__(self) -> dict[str, str]:
         from benchmark.training.distributed import job_process_group
 
+        follow_local_worker()  # a stopped local worker stops this task too
         # A job of several tasks trains each run data-parallel; there a failing run ends the
         # job (the ranks must stay in step), so it is never isolated.
         with job_process_group(self.configs) as parallel:

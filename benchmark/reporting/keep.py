@@ -159,6 +159,8 @@ def plan_free(
             plan.keep[rid] = needs[rid]
         elif rid not in planned:
             plan.keep[rid] = UNPLANNED
+        elif store.lock_held(f"run-{rid}"):
+            plan.keep[rid] = RUNNING  # as free_weights will find it: the dry run agrees
         else:
             plan.free[rid] = weights.stat().st_size
     return plan

@@ -14,13 +14,16 @@ that exists only while it is held, ``<folder>/<name>.lockfile``, created atomica
 * release removes the file if it still holds the owner's token.
 
 A lock whose owner is gone is recovered, with a :class:`StoreWarning` naming the owner and why.
-On the owner's own host (and boot) the process table decides: a dead process loses its lock at
-once, a live one never. From another host: a SLURM job that was requeued (same job id, a higher
-``SLURM_RESTART_COUNT``) takes over its own earlier lock; a job that ``squeue`` no longer lists
-as active loses it; and any owner whose heartbeat is older than :func:`stale_after`
-(``PRUNEBENCH_LOCK_STALE_S``, 600 s by default) loses it. Breaking goes through a short-lived
-``.break`` lock and re-reads the token first, so two waiters never remove a lock that a third
-has just taken.
+On the owner's own host (and boot) the process table decides: a dead process (or a zombie: exited,
+not yet reaped) loses its lock at once, a live one never. From another host the heartbeat decides:
+an owner whose heartbeat is older than :func:`stale_after` (``PRUNEBENCH_LOCK_STALE_S``, 600 s by
+default) loses it, and a fresh heartbeat keeps it whatever the local ``squeue`` says (the store may
+be mounted by two clusters, or ``squeue`` may ask another one); only a SLURM job of the same
+cluster that was requeued (same job id, a higher ``SLURM_RESTART_COUNT``) takes over its own
+earlier lock at once. A waiter says so, once, when the holder's heartbeat has stopped (and whether
+``squeue`` still lists its job), and when the lock will count as abandoned. Breaking goes through
+a short-lived ``.break`` lock and re-reads the token first, so two waiters never remove a lock that
+a third has just taken.
 """
 
 from __future__ import annotations
@@ -29,9 +32,7 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -41,6 +42,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from benchmark.store.errors import RunLockedError, StoreWarning
+from benchmark.store.squeue import slurm_job_active
 
 LOCK_SUFFIX = ".lockfile"
 STALE_ENV = "PRUNEBENCH_LOCK_STALE_S"
@@ -50,9 +52,8 @@ DEFAULT_STALE_S = 600.0
 UNREADABLE_GRACE_S = 60.0
 # A .break file older than this belongs to a breaker that died (breaking takes milliseconds).
 BREAK_STALE_S = 60.0
-# How often a waiter asks squeue about the same job.
-SQUEUE_EVERY_S = 60.0
-ACTIVE_SLURM_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"}
+# A holder whose heartbeat is this many beats late has probably stopped: a waiter says so.
+STOPPED_BEATS = 3
 # Errors by which a filesystem says it does not do hard links.
 NO_LINK = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS, errno.EMLINK}
 
@@ -77,6 +78,7 @@ class Owner:
     slurm_job: str = ""  # SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID, else SLURM_JOB_ID
     slurm_restarts: int = 0
     since: float = 0.0
+    slurm_cluster: str = ""  # SLURM_CLUSTER_NAME: job ids repeat across clusters
 
     @classmethod
     def me(cls) -> Owner:
@@ -91,6 +93,7 @@ class Owner:
             slurm_job=slurm_job_id(),
             slurm_restarts=_int(os.environ.get("SLURM_RESTART_COUNT", "0")),
             since=time.time(),
+            slurm_cluster=os.environ.get("SLURM_CLUSTER_NAME", ""),
         )
 
     def text(self) -> str:
@@ -142,25 +145,39 @@ def _boot_id() -> str:
         return ""
 
 
-def _process_start(pid: int) -> str | None:
-    """Field 22 of /proc/PID/stat (start time); None when the process does not exist."""
+def _proc_stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat from field 3 (the state) on; None when the process does not exist, []
+    when it cannot be read."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
         return None
     except OSError:
-        return ""
+        return []
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def _process_start(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (start time); None when the process does not exist."""
+    fields = _proc_stat(pid)
+    if fields is None:
+        return None
     return fields[19] if len(fields) > 19 else ""
 
 
+# Process states of /proc/PID/stat that are no longer running: zombie (exited, not yet reaped
+# by its parent) and dead.
+GONE_STATES = {"Z", "X", "x"}
+
+
 def _alive_here(owner: Owner) -> bool:
-    """Whether ``owner``'s process (on this host and boot) still exists."""
+    """Whether ``owner``'s process (on this host and boot) still runs (a zombie does not)."""
     if Path("/proc/self/stat").exists():
-        start = _process_start(owner.pid)
-        if start is None:
+        fields = _proc_stat(owner.pid)
+        if fields is None or (fields and fields[0] in GONE_STATES):
             return False
+        start = fields[19] if len(fields) > 19 else ""
         return not (owner.start and start and start != owner.start)  # else: pid reused
     try:
         os.kill(owner.pid, 0)
@@ -171,56 +188,46 @@ def _alive_here(owner: Owner) -> bool:
     return True
 
 
-_SQUEUE_SEEN: dict[str, tuple[float, bool | None]] = {}
-
-
-def _slurm_job_active(job: str) -> bool | None:
-    """What ``squeue`` says about ``job``: True (queued or running), False (gone), None (no
-    answer: no SLURM here, or an error other than an unknown job)."""
-    now = time.monotonic()
-    seen = _SQUEUE_SEEN.get(job)
-    if seen is not None and now - seen[0] < SQUEUE_EVERY_S:
-        return seen[1]
-    answer: bool | None = None
-    if shutil.which("squeue") is not None:
-        try:
-            out = subprocess.run(
-                ["squeue", "-h", "-j", job, "-o", "%T"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-            )
-            if out.returncode == 0:
-                states = set(out.stdout.split())
-                answer = bool(states & ACTIVE_SLURM_STATES)
-            elif "invalid job id" in out.stderr.lower():
-                answer = False
-        except (OSError, subprocess.SubprocessError):
-            answer = None
-    _SQUEUE_SEEN[job] = (now, answer)
-    return answer
-
-
 def stale_reason(owner: Owner | None, age_s: float, limit_s: float) -> str | None:
     """Why a lock held by ``owner`` (heartbeat ``age_s`` seconds ago) is abandoned, or None."""
     if owner is None:
         return f"it names no owner and is {age_s:.0f} s old" if age_s > UNREADABLE_GRACE_S else None
     me = Owner.me()
-    if owner.host == me.host and owner.boot_id == me.boot_id:
+    if _on_this_host(owner, me):
         # Here the process table is the truth: a live owner (even one stopped with Ctrl-Z,
         # whose heartbeat pauses) keeps its lock, a dead one loses it at once.
         return None if _alive_here(owner) else "its process no longer exists"
     if (
         owner.slurm_job
         and owner.slurm_job == me.slurm_job
+        and owner.slurm_cluster == me.slurm_cluster
         and owner.slurm_restarts < me.slurm_restarts
     ):
         return f"its SLURM job {owner.slurm_job} was requeued and now runs here"
     if age_s > limit_s:
         return f"its heartbeat stopped {age_s:.0f} s ago (limit {limit_s:.0f} s)"
-    if owner.slurm_job and owner.host != me.host and _slurm_job_active(owner.slurm_job) is False:
-        return f"squeue no longer lists its SLURM job {owner.slurm_job}"
+    # From another host only the heartbeat tells: the local squeue may not know the owner's
+    # cluster (a store two clusters mount), so a fresh heartbeat keeps the lock.
     return None
+
+
+def _on_this_host(owner: Owner, me: Owner) -> bool:
+    return owner.host == me.host and owner.boot_id == me.boot_id
+
+
+def waiting_note(path: Path, owner: Owner | None, age_s: float, limit_s: float) -> str:
+    """What a waiter says about a lock whose holder's heartbeat has stopped."""
+    who = owner.describe() if owner is not None else "an unknown owner"
+    gone = ""
+    if owner is not None and owner.slurm_job:
+        active = slurm_job_active(owner.slurm_job)
+        if active is False:
+            gone = f"; squeue here no longer lists SLURM job {owner.slurm_job}"
+    return (
+        f"waiting for lock {path}, held by {who}: its heartbeat stopped {age_s:.0f} s ago"
+        f"{gone}; it counts as abandoned once that reaches {limit_s:.0f} s "
+        f"({STALE_ENV}), in about {max(0.0, limit_s - age_s):.0f} s"
+    )
 
 
 class LockFile:
@@ -248,6 +255,7 @@ class LockFile:
         """Take the lock; ``wait=False`` raises RunLockedError naming the owner when held."""
         me = Owner.me()
         delay = poll_s
+        noted = False
         while True:
             # Again each time: a holder refused for its configuration removes an empty folder.
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -269,6 +277,15 @@ class LockFile:
             if not wait:
                 who = holder.describe() if holder is not None else "an unknown owner"
                 raise RunLockedError(f"{self.path.name} is held by {who} ({self.path})")
+            if (
+                not noted
+                and age > STOPPED_BEATS * self.heartbeat_s
+                and (holder is None or not _on_this_host(holder, me))
+            ):
+                # A holder on another node that died: say why this waits (up to the limit).
+                noted = True
+                note = waiting_note(self.path, holder, age, self.stale_s)
+                warnings.warn(note, StoreWarning, stacklevel=3)
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -427,6 +444,14 @@ def _write_synced(path: Path, text: str) -> None:
 def lock_path(folder: Path, name: str) -> Path:
     """The lock file of ``name`` in ``folder``."""
     return Path(folder) / f"{name}{LOCK_SUFFIX}"
+
+
+def is_held(path: Path) -> bool:
+    """Whether the lock file ``path`` is held now by an owner that has not abandoned it (what
+    taking it would find; nothing is changed)."""
+    lock = LockFile(path)
+    present, holder, age = lock._inspect()
+    return present and stale_reason(holder, age, lock.stale_s) is None
 
 
 @contextlib.contextmanager

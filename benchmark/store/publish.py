@@ -81,6 +81,19 @@ def same_result(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return dict(a) == dict(b)
 
 
+def may_replace(
+    current: Mapping[str, Any],
+    record: Mapping[str, Any],
+    *,
+    force: bool,
+    replaces: Mapping[str, Any] | None,
+) -> bool:
+    """Whether ``record`` may replace the finished result ``current`` (see :func:`publish`)."""
+    if not (record.get("status") == FINISHED and force):
+        return False
+    return replaces is ANY_RESULT or (replaces is not None and same_result(current, replaces))
+
+
 def publish(
     staged: Path,
     path: Path,
@@ -101,7 +114,6 @@ def publish(
     there (None when it is damaged; FileNotFoundError when absent); ``set_aside(path,
     current)`` renames it into the archive and returns where it went (None if it vanished).
     """
-    finished = record.get("status") == FINISHED
     while True:
         if claim(staged, path):
             return True
@@ -110,11 +122,7 @@ def publish(
         except FileNotFoundError:
             continue
         if current is not None and current.get("status") == FINISHED:
-            if not (finished and force):
-                return False
-            if replaces is not ANY_RESULT and (
-                replaces is None or not same_result(current, replaces)
-            ):
+            if not may_replace(current, record, force=force, replaces=replaces):
                 return False
         moved = set_aside(path, current)
         if moved is None:

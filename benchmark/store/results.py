@@ -1,13 +1,14 @@
 """The results store: one JSON file per run, its checkpoint and final weights, written atomically.
 
 Writes of records take the store's lock file (``<store>/.locks/store.lockfile``, see
-:mod:`benchmark.store.locking`: no flock, so it holds on shared filesystems), but do not rely on
-it: a record is staged whole and becomes the result by an atomic link (see
-:mod:`benchmark.store.publish`). A finished result that is replaced (``--force``) goes to
-``archive/`` under a unique name; one that comes second (another process finished the same run
-first) goes there too, with its weights; so concurrent reruns and a failing final write lose
-nothing. A record that cannot be read is reported by its path and skipped, never stopping the
-rest; one that is about to be overwritten is moved to ``archive/`` first.
+:mod:`benchmark.store.locking`: no flock, so it holds on shared filesystems), held only for a few
+renames. A record is staged whole and becomes the result by an atomic link (see
+:mod:`benchmark.store.publish`), after its weights are in place: a finished result always has its
+weights, and an interruption at any step leaves the old state or the new one. A finished result
+that is replaced (``--force``) goes to ``archive/`` under a unique name with its weights; one that
+comes second (another process finished the same run first) goes there too, with its weights. A
+record that cannot be read is reported by its path and skipped, never stopping the rest; one that
+is about to be overwritten is moved to ``archive/`` first.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ from benchmark.core.files import (
     unique_stamp,
     write_json_atomic,
 )
+from benchmark.store.deferred import signals_held
 from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported for callers)
     CorruptRecord,
     ResultExistsError,
     RunLockedError,
     StoreWarning,
 )
-from benchmark.store.locking import hold, lock_path
-from benchmark.store.publish import ANY_RESULT, publish
+from benchmark.store.locking import hold, is_held, lock_path
+from benchmark.store.publish import ANY_RESULT, claim, may_replace, publish, same_result
 
 FINISHED = "finished"
 
@@ -126,8 +128,8 @@ class Store:
         without the lock too (:mod:`benchmark.store.publish`).
         """
         run_id = record["run_id"]
+        staged = self._stage(self.result_path(run_id), record)  # before the lock: it stays short
         with self.lock("store"):
-            staged = self._stage(self.result_path(run_id), record)
             if self._publish(staged, record, force=force, replaces=replaces):
                 return self.result_path(run_id)
             if not force:
@@ -146,33 +148,92 @@ class Store:
         """Write a finished run's record and final weights (compact: see
         :func:`benchmark.core.files.save_weights`); returns where the record went.
 
-        Both are staged completely first. The first finished result of a run wins: a result
-        that loses (another process finished the run meanwhile, or, with ``replaces`` the record
-        the rerun started from, a forced rerun finished first) is archived with its weights
-        (``archive/<run>-<stamp>.json`` and ``.pt``) and warned, never lost. Safe without the
-        lock too.
+        Both are staged completely first, outside the store lock (which is then held only for a
+        few renames). The weights take their place before the record does, so a result always
+        has its weights, and an interruption at any step (a kill, Ctrl-C, ``SystemExit``) leaves
+        either the old state or the new one; signals that stop a process are held back during
+        the renames (:mod:`benchmark.store.deferred`); staged weights are never deleted while
+        they are the only copy (see :meth:`clean_run_files`). The first finished result of a
+        run wins: a result that loses (another process finished the run meanwhile, or, with
+        ``replaces`` the record the rerun started from, a forced rerun finished first) is
+        archived with its weights (``archive/<run>-<stamp>.json`` and ``.pt``) and warned; a
+        result that ``force`` replaces goes to the archive with its weights too.
         """
         run_id = record["run_id"]
-        target = self.weights_path(run_id)
-        staged_weights = target.with_name(f".{target.name}.{uuid.uuid4().hex}{STAGED_SUFFIX}")
-        save_weights(weights, staged_weights)
-        try:
-            with self.lock("store"):
-                staged = self._stage(self.result_path(run_id), record)
-                if self._publish(staged, record, force=force, replaces=replaces):
-                    # The record wins first, then its weights: never another result's weights
-                    # under this run's name. Children that find them missing wait for the lock.
-                    os.replace(staged_weights, target)
-                    return self.result_path(run_id)
-                kept = self._keep_second(staged, run_id)
-                os.replace(staged_weights, kept.with_suffix(".pt"))
-                return kept
-        finally:
-            staged_weights.unlink(missing_ok=True)
+        token = uuid.uuid4().hex
+        staged_weights = staged_path(self.weights_path(run_id), token)
+        save_weights(weights, staged_weights)  # the weights first: a staged record has them
+        staged = self._stage(self.result_path(run_id), record, token)
+        with self.lock("store"), signals_held():  # a Ctrl-C lands after the renames
+            return self._place(staged, staged_weights, record, force=force, replaces=replaces)
 
-    def _stage(self, path: Path, record: dict[str, Any]) -> Path:
+    def _place(
+        self,
+        staged: Path,
+        staged_weights: Path,
+        record: dict[str, Any],
+        *,
+        force: bool,
+        replaces: dict[str, Any] | None,
+    ) -> Path:
+        """Make staged weights, then the staged record, the run's result (see write_result).
+
+        Each step is one rename or link, and the state between two steps is a valid one: the
+        old result (its weights perhaps linked into the archive already), no result (the run
+        resumes from its checkpoint), or the new result with its weights.
+        """
+        run_id = record["run_id"]
+        while True:
+            current = self._finished_result(run_id)
+            if current is None:
+                break
+            if not may_replace(current, record, force=force, replaces=replaces):
+                return self._keep_second(staged, run_id, weights=staged_weights)
+            if self._archive_result(run_id, current):
+                break
+        target = self.weights_path(run_id)
+        link_over(staged_weights, target)  # a link: the staged name stays until the record is in
+        if not self._publish(staged, record, force=force, replaces=replaces):
+            return self._keep_second(staged, run_id, weights=staged_weights)
+        if not _same_file(staged_weights, target):
+            link_over(staged_weights, target)  # without a lock, another writer's came in between
+        staged_weights.unlink(missing_ok=True)
+        return self.result_path(run_id)
+
+    def _finished_result(self, run_id: str) -> dict[str, Any] | None:
+        """The run's finished result as it is now; None when it has none."""
+        try:
+            current = self._read_or_none(self.result_path(run_id))
+        except FileNotFoundError:
+            return None
+        return current if current is not None and current.get("status") == FINISHED else None
+
+    def _archive_result(self, run_id: str, current: dict[str, Any]) -> bool:
+        """Move the finished result ``current`` with its weights into the archive: the weights
+        are linked there first (they stay in place until replaced), then the record is moved.
+        False when the result changed meanwhile (possible only without the lock): look again."""
+        folder, name = self.archive_dir(), f"{run_id}-{unique_stamp()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        weights, moved = folder / f"{name}.pt", folder / f"{name}.json"
+        with contextlib.suppress(FileNotFoundError):
+            link_or_copy(self.weights_path(run_id), weights)
+        try:
+            os.replace(self.result_path(run_id), moved)
+        except FileNotFoundError:
+            weights.unlink(missing_ok=True)
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            taken = self._read_or_none(moved)
+            if taken is not None and same_result(taken, current):
+                return True
+        # Another writer's result arrived between our look and the rename: it goes back.
+        weights.unlink(missing_ok=True)
+        claim(moved, self.result_path(run_id))
+        return False
+
+    def _stage(self, path: Path, record: dict[str, Any], token: str | None = None) -> Path:
         """``record`` written completely under a unique name beside ``path``."""
-        staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}{STAGED_SUFFIX}")
+        staged = staged_path(path, token or uuid.uuid4().hex)
         write_json_atomic(staged, record)
         return staged
 
@@ -213,12 +274,21 @@ class Store:
         return moved
 
     def _keep_second(
-        self, staged: Path, run_id: str, why: str = "was finished by another process first"
+        self,
+        staged: Path,
+        run_id: str,
+        why: str = "was finished by another process first",
+        *,
+        weights: Path | None = None,
     ) -> Path:
-        """Archive a staged result that did not become the run's; returns its archive path."""
+        """Archive a staged result that did not become the run's, its staged ``weights`` first
+        (moved beside it as ``.pt``); returns the record's archive path."""
         folder = self.archive_dir()
         folder.mkdir(parents=True, exist_ok=True)
         kept = folder / f"{run_id}-{unique_stamp()}.json"
+        if weights is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(weights, kept.with_suffix(".pt"))
         os.replace(staged, kept)
         warnings.warn(f"run {run_id} {why}; this result is kept as {kept}", StoreWarning, 3)
         return kept
@@ -246,10 +316,7 @@ class Store:
         if not keep:
             os.replace(path, target)
             return target
-        try:
-            os.link(path, target)  # atomic: the archive is complete or absent
-        except OSError:
-            shutil.copy2(path, target)
+        link_or_copy(path, target)  # atomic: the archive is complete or absent
         return target
 
     @contextlib.contextmanager
@@ -269,18 +336,22 @@ class Store:
             with contextlib.suppress(OSError):  # another lock (or a claim file) is there
                 folder.rmdir()
 
-    def clean_run_files(self, run_id: str, *, orphan_after_s: float = 600.0) -> list[Path]:
-        """Delete temporary files a killed write of ``run_id`` left; hold its run lock.
+    def lock_held(self, name: str) -> bool:
+        """Whether the lock ``name`` is held now by a live owner (see :meth:`lock`)."""
+        return is_held(lock_path(self.root / LOCK_DIR, name))
 
-        A staged record older than ``orphan_after_s`` (its writer was killed before it became
-        the result) is a complete result: it goes to ``archive/``, never deleted.
+    def clean_run_files(self, run_id: str, *, orphan_after_s: float = 600.0) -> list[Path]:
+        """Tidy what a killed write of ``run_id`` left; hold its run lock. Returns what went.
+
+        Temporary files go. A staged record older than ``orphan_after_s`` (its writer was killed
+        before it became the result) is a complete result: it goes to ``archive/`` with its
+        staged weights, never deleted. Other staged weights are deleted only when they are a
+        second name of the run's weights (the writer was killed after publishing), never when
+        they may be the only copy: then they are archived too.
         """
         removed = []
-        for target in (
-            self.result_path(run_id),
-            self.checkpoint_path(run_id),
-            self.weights_path(run_id),
-        ):
+        result, weights = self.result_path(run_id), self.weights_path(run_id)
+        for target in (result, self.checkpoint_path(run_id), weights):
             if not target.parent.exists():
                 continue
             prefix = tmp_prefix(target)
@@ -289,17 +360,22 @@ class Store:
                 for tmp in target.parent.glob(pattern):
                     tmp.unlink(missing_ok=True)
                     removed.append(tmp)
-            for staged in target.parent.glob(f"{prefix}*{STAGED_SUFFIX}"):
-                try:
-                    old = time.time() - staged.stat().st_mtime > orphan_after_s
-                except FileNotFoundError:
-                    continue
-                if not old:
-                    continue  # a writer may be publishing it right now
-                if target.suffix == ".json":
-                    self._keep_second(staged, run_id, "has a result its killed writer staged")
-                else:
+        for staged in _orphans(result, orphan_after_s):
+            if _same_file(staged, result):
+                staged.unlink(missing_ok=True)  # killed between the link and the unlink
+            else:
+                its_weights = staged_path(weights, staged_token(staged, result))
+                why = "has a result its killed writer staged"
+                self._keep_second(staged, run_id, why, weights=its_weights)
+            removed.append(staged)
+        for staged in _orphans(weights, orphan_after_s):
+            if not staged_path(result, staged_token(staged, weights)).exists():
+                if _same_file(staged, weights):
                     staged.unlink(missing_ok=True)
+                else:  # perhaps the only copy of a result's weights: kept
+                    kept = self.archive_dir() / f"{run_id}-{unique_stamp()}.pt"
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(staged, kept)
                 removed.append(staged)
         return removed
 
@@ -331,3 +407,61 @@ def read_record(path: Path) -> dict[str, Any]:
 
 def _warn_unreadable(path: Path, err: Exception) -> None:
     warnings.warn(f"skipping unreadable result {path}: {err}", StoreWarning, stacklevel=3)
+
+
+def staged_path(target: Path, token: str) -> Path:
+    """The name under which a write stages ``target`` (``.<name>.<token>.staged``); a result's
+    record and weights are staged with the same token."""
+    return target.with_name(f".{target.name}.{token}{STAGED_SUFFIX}")
+
+
+def staged_token(staged: Path, target: Path) -> str:
+    """The token of a :func:`staged_path` of ``target``."""
+    return staged.name[len(f".{target.name}.") : -len(STAGED_SUFFIX)]
+
+
+def _orphans(target: Path, older_than_s: float) -> list[Path]:
+    """Staged files of ``target`` older than ``older_than_s`` (their writer is gone)."""
+    if not target.parent.exists():
+        return []
+    found = []
+    for staged in target.parent.glob(f"{tmp_prefix(target)}*{STAGED_SUFFIX}"):
+        try:
+            if time.time() - staged.stat().st_mtime > older_than_s:
+                found.append(staged)
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Give ``source`` the further name ``target``: a hard link, else an atomic copy."""
+    try:
+        os.link(source, target)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        tmp = target.with_name(f"{tmp_prefix(target)}{uuid.uuid4().hex}{TMP_SUFFIX}")
+        try:
+            shutil.copy2(source, tmp)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def link_over(source: Path, target: Path) -> None:
+    """Make ``target`` another name of ``source``, replacing ``target`` atomically."""
+    tmp = target.with_name(f"{tmp_prefix(target)}{uuid.uuid4().hex}{TMP_SUFFIX}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        link_or_copy(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

@@ -112,7 +112,7 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
     weights = store.weights_path(pid)
     if not store.is_finished(pid):
         execute(parent, wait_for_lock=True)
-    elif not weights.exists() and not _weights_after_lock(store, pid):
+    elif not weights.exists():
         # The parent's result survived but its weights did not: train it again (the old result
         # goes to archive/), since a child can only start from those weights.
         warnings.warn(
@@ -130,13 +130,6 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
             f"{err.reason}; the weights of dense parent {pid} are unusable: delete the file and "
             f"rerun the parent (prunebench run --force with its config) to train them again",
         ) from None
-
-
-def _weights_after_lock(store: Store, rid: str) -> bool:
-    """Whether ``rid``'s weights exist once its run lock is free: a record is published a moment
-    before its weights are moved into place, both under that lock."""
-    with store.lock(f"run-{rid}"):
-        return store.weights_path(rid).exists()
 
 
 def check_runtime(cfg: RunConfig) -> None:
@@ -187,9 +180,37 @@ def execute(
     """Run ``cfg`` (resuming from its checkpoint when one exists) and store the result.
 
     Configuration errors, found before training (values, the device, the store, the prunable
-    set), write nothing. The run holds a lock for its run id: a second process asking for the
-    same run gets RunLockedError ("already running"), or waits with ``wait_for_lock``.
+    set), write nothing, not even the store's folder. The run holds a lock for its run id: a
+    second process asking for the same run gets RunLockedError ("already running"), or waits
+    with ``wait_for_lock``.
     """
+    made = _missing_folders(Path(cfg.output.dir))
+    try:
+        return _execute(
+            cfg, force=force, require_resume=require_resume, wait_for_lock=wait_for_lock
+        )
+    except ConfigError:
+        # Found after the store folder was created (the checks that need the data or the
+        # model): the empty folders go too.
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: something else is there now
+                folder.rmdir()
+        raise
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
+
+
+def _execute(
+    cfg: RunConfig, *, force: bool, require_resume: bool, wait_for_lock: bool
+) -> dict[str, Any]:
     validate(cfg)
     check_runtime(cfg)
     check_weights(cfg)

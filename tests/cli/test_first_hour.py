@@ -86,6 +86,11 @@ def test_set_with_a_space_instead_of_equals_gets_a_hint(capsys: pytest.CaptureFi
     assert main(["run", "--set", "method.sparsity", "0.9"]) == 2
     err = capsys.readouterr().err
     assert "--set method.sparsity=0.9" in err and "no spaces" in err
+    # The one form of every bad input: "config error: FIELD = VALUE is invalid; allowed: ...".
+    assert err.startswith("prunebench: config error: --set = 'method.sparsity' is invalid")
+    assert main(["run", "--set", "seed"]) == 2
+    err = capsys.readouterr().err
+    assert "config error: --set = 'seed' is invalid; allowed:" in err and "seed=VALUE" in err
 
 
 def test_show_says_the_method_settings_data_budget_and_whether_it_resumed(

@@ -151,6 +151,20 @@ def test_freeing_deletes_only_weights_and_skips_a_running_run(
     assert all(st.weights_path(rid).exists() for rid in kept)
 
 
+def test_the_dry_run_and_freeing_agree_about_a_run_whose_lock_is_held(
+    toy_store: tuple[Path, Toy, dict[str, str]],
+) -> None:
+    store, toy, ids = toy_store
+    st = Store(store)
+    considered = [Considered(toy, "smoke", toy.runs("smoke", store))]
+    with st.lock(f"run-{ids['90B0']}"):
+        planned = plan_free(store, considered)
+        done = free_weights(store, planned)
+    assert planned.keep[ids["90B0"]] == RUNNING and not planned.free
+    assert done.free == planned.free and done.keep == planned.keep
+    assert st.weights_path(ids["90B0"]).exists()
+
+
 # --------------------------------------------------------------------------- command line
 
 SPEC = "gmp-vs-bimp-cifar100"

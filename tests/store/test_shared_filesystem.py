@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from helpers import cli_run, tiny_config
 
 from benchmark.cli import main
@@ -63,7 +64,9 @@ def test_without_flock_a_run_and_forced_reruns_work_and_lose_nothing(tmp_path: P
     assert run_cli(store, "--force") == 0
     results = finished_results(store)
     assert len({r["started"] for r in results}) == 3  # the first run and both reruns
-    assert len(list(store.glob("*.json"))) == 1 and len(list((store / "archive").iterdir())) == 2
+    assert len(list(store.glob("*.json"))) == 1
+    archived = sorted(p.suffix for p in (store / "archive").iterdir())
+    assert archived == [".json", ".json", ".pt", ".pt"]  # each replaced result with its weights
 
 
 @pytest.mark.usefixtures("flock_unsupported")
@@ -235,6 +238,11 @@ def _write_owner(path: Path, **fields: Any) -> None:
     path.write_text(json.dumps(owner))
 
 
+def _set_env(monkeypatch: pytest.MonkeyPatch, **env: str) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -282,12 +290,8 @@ def test_a_live_lock_of_another_node_says_who_runs_it(
 def test_a_requeued_slurm_job_takes_over_its_own_earlier_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in {
-        "SLURM_ARRAY_JOB_ID": "991",
-        "SLURM_ARRAY_TASK_ID": "7",
-        "SLURM_RESTART_COUNT": "1",
-    }.items():
-        monkeypatch.setenv(key, value)
+    array = {"SLURM_ARRAY_JOB_ID": "991", "SLURM_ARRAY_TASK_ID": "7"}
+    _set_env(monkeypatch, **array, SLURM_RESTART_COUNT="1")
     store = tmp_path / "s"
     cfg = tiny_config(store, *FAST)
     path = _lock_file(store, f"run-{cfg.run_id}")
@@ -323,11 +327,15 @@ def test_flock_is_never_called(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert calls == []
 
 
-@pytest.mark.parametrize(("listed", "recovered"), [("", True), ("RUNNING", False)])
-def test_a_lock_of_a_job_squeue_no_longer_lists_is_recovered(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listed: str, recovered: bool
+@pytest.mark.parametrize("listed", ["", "RUNNING"])
+@pytest.mark.parametrize("heartbeat_age_s", [0.0, 3600.0])
+def test_a_lock_of_another_node_is_decided_by_its_heartbeat_whatever_squeue_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listed: str, heartbeat_age_s: float
 ) -> None:
+    """The local squeue may not know the owner's cluster (a store two clusters mount): a fresh
+    heartbeat keeps the lock even when squeue does not list the job; a stopped one loses it."""
     import benchmark.store.locking as locking
+    import benchmark.store.squeue as squeue_module
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -335,14 +343,93 @@ def test_a_lock_of_a_job_squeue_no_longer_lists_is_recovered(
     squeue.write_text(f"#!/bin/sh\necho '{listed}'\n")
     squeue.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(locking, "_SQUEUE_SEEN", {})
+    monkeypatch.setattr(squeue_module, "SEEN", {})
     path = tmp_path / "run-x.lockfile"
     _write_owner(path, host="node-elsewhere", pid=7, boot_id="other", slurm_job="5150_2")
-    lock = locking.LockFile(path)
-    if recovered:
-        with pytest.warns(StoreWarning, match="squeue no longer lists its SLURM job 5150_2"):
+    old = time.time() - heartbeat_age_s
+    os.utime(path, (old, old))
+    lock = locking.LockFile(path, stale_s=600)
+    if heartbeat_age_s > 600:
+        with pytest.warns(StoreWarning, match="5150_2.*heartbeat stopped"):
             lock.acquire(wait=False)
         lock.release()
     else:
         with pytest.raises(locking.RunLockedError, match="SLURM job 5150_2"):
             lock.acquire(wait=False)
+        assert path.exists()
+
+
+def test_a_requeued_job_of_another_cluster_does_not_take_a_fresh_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import benchmark.store.locking as locking
+
+    _set_env(monkeypatch, SLURM_JOB_ID="991", SLURM_RESTART_COUNT="1", SLURM_CLUSTER_NAME="beta")
+    path = tmp_path / "run-x.lockfile"
+    _write_owner(path, host="node-a", boot_id="other", slurm_job="991", slurm_cluster="alpha")
+    with pytest.raises(locking.RunLockedError, match="SLURM job 991"):
+        locking.LockFile(path).acquire(wait=False)
+
+
+def test_a_lock_of_a_zombie_process_is_recovered(tmp_path: Path) -> None:
+    """An owner that exited but was not reaped yet still has /proc/PID: its state says Z."""
+    from benchmark.store.locking import LockFile, _process_start
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        start = _process_start(proc.pid)
+        deadline = time.time() + 30
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.time() < deadline, "the child never exited"
+            time.sleep(0.01)
+        path = tmp_path / "run-x.lockfile"
+        _write_owner(path, pid=proc.pid, start=start or "")
+        lock = LockFile(path)
+        with pytest.warns(StoreWarning, match=rf"pid {proc.pid} .*no longer"):
+            lock.acquire(wait=False)
+        lock.release()
+    finally:
+        proc.wait()
+
+
+def test_a_waiter_says_when_the_holder_on_another_node_stopped_its_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import benchmark.store.locking as locking
+    from benchmark.store.locking import LockFile
+
+    monkeypatch.setattr(locking, "slurm_job_active", lambda job: False)  # squeue: job gone
+    path = tmp_path / "store.lockfile"
+    _write_owner(path, host="node-elsewhere", pid=7, boot_id="other", slurm_job="77")
+    old = time.time() - 5
+    os.utime(path, (old, old))
+    lock = LockFile(path, stale_s=6.0, heartbeat_s=0.5)
+    with pytest.warns(StoreWarning) as caught:
+        lock.acquire(wait=True)
+    lock.release()
+    said = [str(w.message) for w in caught]
+    assert "waiting for lock" in said[0] and "node-elsewhere" in said[0]
+    assert "heartbeat stopped 5 s ago" in said[0] and "in about 1 s" in said[0]
+    assert "squeue here no longer lists SLURM job 77" in said[0]
+    assert "recovered the stale lock" in said[-1]
+
+
+def test_the_store_lock_is_not_held_while_a_result_is_staged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only renames happen under the store lock, so a short stale limit is safe for it."""
+    import benchmark.store.results as results_module
+
+    store = Store(tmp_path)
+    lock = tmp_path / ".locks" / "store.lockfile"
+    seen: list[bool] = []
+    for name in ("save_weights", "write_json_atomic"):
+        real = getattr(results_module, name)
+
+        def spy(*args: Any, _real: Any = real) -> None:
+            seen.append(lock.exists())
+            _real(*args)
+
+        monkeypatch.setattr(results_module, name, spy)
+    store.write_result({"run_id": "a", "status": "finished"}, {"w": torch.ones(2)})
+    assert seen == [False, False] and store.weights_path("a").exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,14 @@ class Skipped:
 
     def __str__(self) -> str:
         return f"{self.path.name}: {self.reason}"
+
+
+def skipped_line(skipped: Sequence[object], effect: str, shown: int = 5) -> str:
+    """One line: how many unusable store files a command skipped (``effect``: what that meant
+    for it), and the first ``shown`` of them with why."""
+    names = "; ".join(str(s) for s in skipped[:shown])
+    more = f"; ... ({len(skipped)} in all)" if len(skipped) > shown else ""
+    return f"{len(skipped)} unusable store record(s) skipped, {effect}: {names}{more}"
 
 
 def read_record(path: Path, run_id: str | None = None) -> dict[str, Any]:

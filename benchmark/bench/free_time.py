@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the wall-clock and CPU time of ``free --dry-run`` and ``free`` on a fresh store."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", default=DEFAULT_SPEC, help="whose smoke plan the runs are")
-    parser.add_argument("--runs", type=int, default=300, help="finished runs in the store")
+    parser.add_argument("--runs", type=int, default=400, help="finished runs in the store")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder) / "runs"

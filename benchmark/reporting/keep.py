@@ -89,7 +89,8 @@ class FreePlan:
         elif self.leftovers:
             lines.append(
                 f"would clean {len(self.leftovers)} file(s) left by killed writes, of runs no "
-                "process holds then (staged records go to archive/):"
+                "process holds then (staged records go to archive/; weights that may be a "
+                "result's only copy stay):"
             )
             lines += [f"  {item.describe()}" for item in self.leftovers]
         return "\n".join(lines)

@@ -7,7 +7,7 @@ every atomic write goes through a temporary file (``.<name>.<random>.tmp``, see
 them by those names (``prunebench status`` names them); :func:`clean_leftovers` removes those
 whose run has no live owner (``prunebench free``), and never deletes a complete result: a staged
 record goes to ``archive/`` (with its staged weights), and staged weights of a finished run that
-has none in place stay where they are.
+has none in place, or of a run whose record cannot be read, stay where they are.
 """
 
 from __future__ import annotations
@@ -123,7 +123,11 @@ def _clean_run(store: Store, run_id: str, items: list[Leftover]) -> list[str]:
             weights = []
     record = store.read(run_id)
     finished = record is not None and record.get("status") == FINISHED
+    unreadable = record is None and store.result_path(run_id).exists()
     for item in weights:
+        if unreadable:
+            done.append(f"kept {item.path}: the record of run {run_id} cannot be read")
+            continue
         if finished and not store.weights_path(run_id).exists():
             # Possibly the only copy of the finished result's weights: never deleted here.
             done.append(f"kept {item.path}: run {run_id} is finished without weights in place")

@@ -198,8 +198,9 @@ def test_files_of_killed_writes_are_named_by_status_and_cleaned_by_free(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     st = Store(store)
-    done, running, bare = (json.loads(p.read_text())["run_id"] for p in _victims(store, 3))
+    done, running, bare, broken = (json.loads(p.read_text())["run_id"] for p in _victims(store, 4))
     st.weights_path(bare).unlink()  # a finished run whose weights never got into place
+    st.result_path(broken).write_text("{")  # a record that cannot be read
     dead = "imp-0123456789ab"  # killed in its final write: record and weights staged
     record = {"run_id": dead, "status": "finished", "method": "imp"}
     files = {
@@ -209,6 +210,7 @@ def test_files_of_killed_writes_are_named_by_status_and_cleaned_by_free(
         "partial": st.result_path(dead).with_name(f".{dead}.json.x7.tmp"),
         "running": _staged(st.weights_path(running), "d4"),
         "only copy": _staged(st.weights_path(bare), "e5"),
+        "unreadable": _staged(st.weights_path(broken), "g7"),
     }
     files["partial"].write_text("{")
     assert {f.path for f in find_leftovers(st)} == set(files.values())
@@ -236,3 +238,4 @@ def test_files_of_killed_writes_are_named_by_status_and_cleaned_by_free(
     assert archived[1].read_bytes() == b"weights"
     assert files["running"].exists() and f"kept {files['running']}: its run is running" in text
     assert files["only copy"].exists() and "finished without weights in place" in text
+    assert files["unreadable"].exists() and f"the record of run {broken} cannot be read" in text

@@ -148,6 +148,7 @@ COMMANDS_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_fifo_and_a_link_to_dev_zero_are_named_and_skipped_without_hanging(
     store: Path, tmp_path: Path
 ) -> None:

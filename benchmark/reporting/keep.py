@@ -15,6 +15,8 @@
 Everything else, the weights no table cell, child run or measurement needs, is freed: the run's
 record and metrics stay, so tables, figures and exports are unchanged. ``prunebench free``
 applies it; ``prunebench reproduce --keep needed`` applies it to its table when it is built.
+Records that cannot be read are named and their weights kept; the files killed writes left are
+cleaned where no process holds their run (:mod:`benchmark.store.leftovers`).
 """
 
 from __future__ import annotations

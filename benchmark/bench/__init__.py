@@ -1,7 +1,8 @@
 """Benchmark scripts: they print figures and assert nothing (speed targets live here, never in
 tests). ``python -m benchmark.bench`` is the training throughput benchmark; the others are
 ``python -m benchmark.bench.<name>``: ``pipeline``, ``pack``, ``loader``, ``parallel``,
-``speedup``, ``submit``, ``tables``, ``weights``, ``final_write``, ``profile_pipeline`` and
+``speedup``, ``submit``, ``tables``, ``free_time``, ``weights``, ``final_write``,
+``profile_pipeline`` and
 ``check_fast_path``.
 
 May import: core, config, schedules, pruning, data, models, store, measure, tasks, methods,

@@ -150,8 +150,11 @@ def _common(
     p.add_argument("--out", default=None, help=out_help)
 
 
-def _scale(experiment_id: str, requested: str, store_dir: str) -> str:
-    """``auto``: smoke when the store holds any smoke run of this experiment, else paper.
+def _scale(
+    experiment_id: str, requested: str, store_dir: str, finished: set[str] | None = None
+) -> str:
+    """``auto``: smoke when the store holds any smoke run of this experiment, else paper
+    (``finished``: the store's finished run ids, when already read).
 
     Smoke runs train on digits, which no paper-scale grid uses, so the (small) smoke plan of the
     catalog decides without expanding the paper grid (thousands of configs).
@@ -161,7 +164,8 @@ def _scale(experiment_id: str, requested: str, store_dir: str) -> str:
     from benchmark.experiments.catalog import load
 
     smoke = set(load()[experiment_id].smoke_runs)
-    return "smoke" if smoke & finished_ids(store_dir) else "paper"
+    finished = finished_ids(store_dir) if finished is None else finished
+    return "smoke" if smoke & finished else "paper"
 
 
 def finished_ids(store_dir: str | Path) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from benchmark.cli.experiments import DEFAULT_STORE, _emit, _scale
@@ -104,6 +105,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         frame = staged_export(experiment, scale, args.store, staged)
     else:
         frame = export_frame(experiment, scale, args.store)
+    if frame.attrs.get("skipped"):
+        from benchmark.store.records import skipped_line
+
+        print(
+            skipped_line(frame.attrs["skipped"], "rows of their runs say status unusable"),
+            file=sys.stderr,
+        )
     _emit(render(frame, args.format), args.out)
     return 0
 

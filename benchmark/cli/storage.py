@@ -38,22 +38,46 @@ def add_parsers(sub: Any) -> None:
 
 
 def considered(ids: Sequence[str], scale: str, store_dir: str) -> list[Any]:
-    """The specs ``ids`` (all of them when empty) with their planned runs at ``scale``."""
+    """The specs ``ids`` (all of them when empty) with their planned runs at ``scale``; only
+    those whose plan can hold a run of the store are planned (the others change nothing)."""
     from benchmark.cli.experiments import _scale
     from benchmark.experiments import get_experiment
     from benchmark.experiments.catalog import check_id, load
     from benchmark.reporting.keep import Considered
+    from benchmark.store.results import FINISHED, Store
 
     for experiment_id in ids:
         check_id(experiment_id)  # every id is checked before anything is read
-    chosen = list(ids) or [e.id for e in load().values() if e.smoke_runs or e.paper_runs]
+    entries = load()
+    chosen = list(ids) or [e.id for e in entries.values() if e.smoke_runs or e.paper_runs]
+    records = Store(store_dir).records()
+    finished = {r["run_id"] for r in records if r.get("status") == FINISHED}
     store = Path(store_dir).resolve()
     out = []
     for experiment_id in chosen:
-        at = _scale(experiment_id, scale, store_dir)
+        at = _scale(experiment_id, scale, store_dir, finished)
+        if not may_hold(entries[experiment_id], at, records):
+            continue
         experiment = get_experiment(experiment_id)
         out.append(Considered(experiment, at, list(experiment.runs(at, store))))  # type: ignore[arg-type]
     return out
+
+
+def may_hold(entry: Any, scale: str, records: Sequence[dict[str, Any]]) -> bool:
+    """Whether the plan of a catalog entry at ``scale`` can hold a run of ``records``: at smoke
+    scale one of its run ids, at paper scale a run of one of its models.
+
+    A spec that holds none decides nothing for the store: what it would keep is its own plan
+    and its runs' dense parents, which are kept anyway.
+    """
+    if scale == "smoke":
+        return bool(set(entry.smoke_runs) & {r["run_id"] for r in records})
+    models = {_model(r) for r in records}
+    return bool(models & set(entry.extra.get("paper_passes_by_model", {})))
+
+
+def _model(record: dict[str, Any]) -> str | None:
+    return ((record.get("config") or {}).get("model") or {}).get("name")
 
 
 def cmd_free(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import tomllib
 import types
@@ -89,7 +90,7 @@ def dataclass_from_dict(cls: type, data: dict[str, Any], path: str) -> Any:
     """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types."""
     if not isinstance(data, dict):
         raise ConfigError(path, data, f"a table with keys {sorted(_field_names(cls))}")
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     known = _field_names(cls)
     kwargs = {}
     for key, value in data.items():
@@ -97,6 +98,13 @@ def dataclass_from_dict(cls: type, data: dict[str, Any], path: str) -> Any:
             raise ConfigError(f"{path}.{key}", value, f"a known key: {', '.join(sorted(known))}")
         kwargs[key] = coerce(f"{path}.{key}", value, hints[key])
     return cls(**kwargs)
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    # Resolving the annotations is most of the cost of parsing a config: planning a table
+    # parses thousands.
+    return typing.get_type_hints(cls)
 
 
 def _field_names(cls: type) -> list[str]:

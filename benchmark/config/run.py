@@ -5,6 +5,7 @@ identity (a stable id hashed from what changes its result).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import typing
@@ -270,7 +271,7 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
             )
             defaults["name"] = None  # the method name is always part of the identity
         else:
-            full, defaults = asdict(section), asdict(cls())
+            full, defaults = asdict(section), _defaults(cls)
         full = {k: v for k, v in full.items() if k not in NON_IDENTITY_KEYS.get(name, ())}
         diff = {k: v for k, v in full.items() if defaults.get(k, _MISSING) != v}
         if diff:
@@ -279,6 +280,12 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
 
 
 _MISSING = object()
+
+
+@functools.cache
+def _defaults(cls: type) -> dict[str, Any]:
+    """A config section's default values (only read: computed once per section class)."""
+    return asdict(cls())
 
 
 def _default_params(method: MethodConfig) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import stat
 import time
 import uuid
 from pathlib import Path
@@ -36,6 +36,9 @@ __all__ = [
 ]
 
 TMP_SUFFIX = ".tmp"
+# New files get these permission bits less the umask, as ``open()`` creates them: a store that a
+# group shares is readable (and, under umask 002, writable) by the group.
+FILE_MODE = 0o666
 
 
 def unique_stamp() -> str:
@@ -48,10 +51,22 @@ def tmp_prefix(path: Path) -> str:
     return f".{path.name}."
 
 
+def _create_temporary(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path`` (``.<name>.<random>.tmp``), its mode as the umask
+    makes it (``tempfile.mkstemp`` would make it 0600 for good once renamed)."""
+    while True:
+        tmp = str(path.parent / f"{tmp_prefix(path)}{uuid.uuid4().hex[:12]}{TMP_SUFFIX}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        try:
+            return os.open(tmp, flags, FILE_MODE), tmp
+        except FileExistsError:
+            continue
+
+
 def _atomic_replace(path: Path, write: Any) -> None:
     """Write through ``write(file)`` into a temporary file beside ``path``, then rename it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=tmp_prefix(path), suffix=TMP_SUFFIX)
+    fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -100,6 +115,43 @@ def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str,
         except ValueError as err:
             raise CorruptFileError(path, str(err)) from None
     return state
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; raises
+    CorruptFileError otherwise (a FIFO, a device, a folder, a file too large), without blocking
+    or reading more than ``limit`` bytes. FileNotFoundError when it does not exist."""
+    kind = _kind(os.stat(path).st_mode)  # checked before opening: opening a device may act
+    if kind != "regular file":
+        raise CorruptFileError(path, f"not a regular file (a {kind})")
+    # O_NONBLOCK: a FIFO swapped in after the check must not block the open.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        kind = _kind(info.st_mode)
+        if kind != "regular file":
+            raise CorruptFileError(path, f"not a regular file (a {kind})")
+        if info.st_size > limit:
+            raise CorruptFileError(path, f"{info.st_size} bytes, over the limit of {limit}")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise CorruptFileError(path, f"over the limit of {limit} bytes")
+    return data
+
+
+def _kind(mode: int) -> str:
+    """What a file of ``mode`` is, in words."""
+    for test, name in (
+        (stat.S_ISREG, "regular file"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def move_aside(path: Path, folder: Path | None = None) -> Path:

@@ -30,6 +30,8 @@ from benchmark.launch import (
     unfinished_refs,
 )
 from benchmark.launch.expansion import Expansion
+from benchmark.store.leftovers import find_leftovers, owner_state
+from benchmark.store.records import Skipped, skipped_line
 from benchmark.store.results import Store
 
 CATEGORIES = ("finished", "running", "pending", "failed", "missing")
@@ -56,6 +58,10 @@ class GridStatus:
     runs: list[RunStatus]
     executors: dict[str, str] = field(default_factory=dict)  # job id -> executor
     warning: str = ""
+    # Records of its runs that could not be used (they count as missing), and the files that
+    # killed writes of its runs left (benchmark.store.leftovers).
+    skipped: list[Skipped] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, Counter[str]]:
         """Per method (grid order) and ``all``: how many runs are in each state."""
@@ -98,6 +104,8 @@ class GridStatus:
             "counts": {k: dict(v) for k, v in self.counts().items()},
             "jobs": self.job_ids(),
             "runs": [vars(r) for r in self.runs],
+            "skipped": [str(s) for s in self.skipped],
+            "leftovers": self.leftovers,
         }
 
 
@@ -127,7 +135,11 @@ def grid_status(expansion: Expansion, store: str | Path) -> GridStatus:
         runs.append(RunStatus(rid, label, category, ref.job_id if ref else None, detail))
     _one_running_run_per_job(runs)
     executors = {ref.job_id.split("_")[0]: ref.executor for ref in refs}
-    return GridStatus(expansion.grid.name, store, runs, executors, warning)
+    left = [
+        f"{item.describe()}; {owner_state(st, item.run_id)}" for item in find_leftovers(st, records)
+    ]
+    skipped = list(st.skipped.values())
+    return GridStatus(expansion.grid.name, store, runs, executors, warning, skipped, left)
 
 
 def _one_running_run_per_job(runs: list[RunStatus]) -> None:
@@ -185,6 +197,16 @@ def format_status(status: GridStatus, max_failures: int = 20, max_jobs: int = 10
     pending = Counter(r.detail for r in status.runs if r.state == "pending" and r.detail)
     if pending:
         out.append("pending because: " + ", ".join(f"{k} ({n})" for k, n in pending.items()))
+    if status.skipped:
+        out.append(skipped_line(status.skipped, "their runs count as missing"))
+    if status.leftovers:
+        out.append(
+            f"files left by killed writes ({len(status.leftovers)}; prunebench free removes "
+            "those of runs no process holds):"
+        )
+        out += [f"  {line}" for line in status.leftovers[:max_failures]]
+        if len(status.leftovers) > max_failures:
+            out.append(f"  ... and {len(status.leftovers) - max_failures} more")
     failures = status.failures()
     if failures:
         out.append(f"failures ({len(failures)}):")

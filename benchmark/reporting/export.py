@@ -6,7 +6,8 @@ cell (``selected``; ``selected_goal`` names the goal column(s), which for method
 goal sparsity is where the table placed the configuration), its status and metrics (test/val
 accuracy, achieved sparsity, theoretical and measured speedup, images/s, wall time), and where
 it came from (run id, dense parent, code commit, device, library versions). Planned runs missing
-from the store are rows with status ``missing``, never left out.
+from the store are rows with status ``missing``, never left out; those whose record cannot be
+used (damaged, or of the wrong shape: named on stderr) have status ``unusable``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from benchmark.experiments.base import CELL, Experiment, Scale
 from benchmark.store.results import Store
 
 FORMATS = ("csv", "json")
+# A planned run whose record exists but cannot be used (named in a warning; see
+# benchmark.store.records): no metrics are exported for it.
+UNUSABLE = {"status": "unusable"}
 METRIC_COLUMNS = {
     "test_top1": ("test", "top1"),
     "test_top5": ("test", "top5"),
@@ -96,13 +100,16 @@ def export_frame(
     store = Store(store_dir)
     rows = []
     for planned in plan.to_dict("records"):
-        rows.append(planned | run_row(store.read(planned["run_id"])))
+        record = store.read(planned["run_id"])
+        unusable = store.result_path(planned["run_id"]) in store.skipped
+        rows.append(planned | (UNUSABLE if unusable else run_row(record)))
     frame = pd.DataFrame(rows)
     frame.insert(0, "experiment", experiment.id)
     frame.insert(1, "scale", scale)
     frame.insert(2, "procedure", procedure)
     best, _ = select_cells(experiment.layout(scale), plan, load_store(store_dir))
     frame["selected"], frame["selected_goal"] = _selection(frame, best)
+    frame.attrs["skipped"] = list(store.skipped.values())
     return frame
 
 

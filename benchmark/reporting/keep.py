@@ -15,10 +15,13 @@
 Everything else, the weights no table cell, child run or measurement needs, is freed: the run's
 record and metrics stay, so tables, figures and exports are unchanged. ``prunebench free``
 applies it; ``prunebench reproduce --keep needed`` applies it to its table when it is built.
+Records that cannot be read are named and their weights kept; the files killed writes left are
+cleaned where no process holds their run (:mod:`benchmark.store.leftovers`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +35,8 @@ from benchmark.experiments.base import CELL, Experiment, PlannedRun, Scale, plan
 from benchmark.reporting.rules import TableRules
 from benchmark.store.errors import RunLockedError
 from benchmark.store.footprint import format_bytes
+from benchmark.store.leftovers import Leftover, clean_leftovers, find_leftovers
+from benchmark.store.records import Skipped, skipped_line
 from benchmark.store.results import FINISHED, Store
 
 KEEP_CHOICES = ("all", "needed")
@@ -52,6 +57,11 @@ class Considered:
     scale: Scale
     runs: list[PlannedRun]
 
+    @functools.cached_property
+    def run_ids(self) -> list[str]:
+        """The planned runs' ids, in order (computed once: each hashes a whole config)."""
+        return [r.cfg.run_id for r in self.runs]
+
 
 @dataclass
 class FreePlan:
@@ -59,15 +69,33 @@ class FreePlan:
 
     keep: dict[str, str] = field(default_factory=dict)
     free: dict[str, int] = field(default_factory=dict)
+    # Records that could not be read (their weights stay), files that killed writes left, and
+    # once done, what became of each of those.
+    skipped: list[Skipped] = field(default_factory=list)
+    leftovers: list[Leftover] = field(default_factory=list)
+    cleaned: list[str] = field(default_factory=list)
 
     def summary(self, done: bool) -> str:
-        """Two lines: what is (or would be) freed, and what stays by reason."""
+        """What is (or would be) freed, what stays by reason, and the records and files of
+        killed writes it skipped or removed."""
         verb = "freed" if done else "would free"
         total = format_bytes(sum(self.free.values()))
         first = f"{verb} the weights of {len(self.free)} runs ({total})"
         reasons = Counter(self.keep.values())
         kept = ", ".join(f"{n} {why}" for why, n in reasons.most_common()) or "none"
-        return f"{first}\nkept the weights of {len(self.keep)} runs: {kept}"
+        lines = [first, f"kept the weights of {len(self.keep)} runs: {kept}"]
+        if self.skipped:
+            lines.append(skipped_line(self.skipped, "their weights are kept"))
+        if done:
+            lines += self.cleaned
+        elif self.leftovers:
+            lines.append(
+                f"would clean {len(self.leftovers)} file(s) left by killed writes, of runs no "
+                "process holds then (staged records go to archive/; weights that may be a "
+                "result's only copy stay):"
+            )
+            lines += [f"  {item.describe()}" for item in self.leftovers]
+        return "\n".join(lines)
 
 
 def latency_pending(record: Mapping[str, Any]) -> bool:
@@ -95,7 +123,7 @@ def table_needs(
     layout = considered.experiment.layout(considered.scale)
     if layout is None:
         return {}
-    plan = plan_frame(considered.runs)
+    plan = plan_frame(considered.runs, considered.run_ids)
     selected, missing = select_cells(layout, plan, store_frame, rules)
     chosen = {_cell_key(r) for r in selected.to_dict("records")}
     chosen_free = {_cell_key(r, with_goal=False) for r in selected.to_dict("records")}
@@ -137,15 +165,15 @@ def plan_free(
     store = Store(store_dir)
     records = store.records()
     frame = load_store(store_dir)
-    planned = {r.cfg.run_id for c in considered for r in c.runs}
-    configs = {r.cfg.run_id: r.cfg for c in considered for r in c.runs}
+    configs = {rid: r.cfg for c in considered for r, rid in zip(c.runs, c.run_ids, strict=True)}
+    planned = set(configs)
     parents = parents_of(configs.values(), records)
     needs: dict[str, str] = {}
     for item in considered:
         for rid, why in table_needs(item, frame, rules).items():
             if needs.get(rid) != SELECTED:
                 needs[rid] = why
-    plan = FreePlan()
+    plan = FreePlan(skipped=list(store.skipped.values()), leftovers=find_leftovers(store))
     for record in records:
         rid = record["run_id"]
         weights = store.weights_path(rid)
@@ -168,9 +196,11 @@ def plan_free(
 
 def free_weights(store_dir: str | Path, plan: FreePlan) -> FreePlan:
     """Delete the weights ``plan`` frees, each under its run's lock (a run that is running now
-    keeps them); returns what was done."""
+    keeps them), and the files killed writes left (:func:`benchmark.store.leftovers.
+    clean_leftovers`); returns what was done."""
     store = Store(store_dir)
-    done = FreePlan(keep=dict(plan.keep))
+    done = FreePlan(keep=dict(plan.keep), skipped=plan.skipped, leftovers=plan.leftovers)
+    done.cleaned = clean_leftovers(store, plan.leftovers)
     for rid, size in plan.free.items():
         try:
             with store.lock(f"run-{rid}", wait=False):

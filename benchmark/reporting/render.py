@@ -7,6 +7,7 @@ import pandas as pd
 from benchmark.reporting.agreement import agreement_lines, top_two_text
 from benchmark.reporting.seedstats import WORSE
 from benchmark.reporting.tables import DECIMALS, HEADERS, Column, Table, Value
+from benchmark.store.records import skipped_line
 
 LATEX_MACROS = r"""\newcommand{\first}[1]{\textbf{\color[HTML]{e55352}{#1}}}
 \newcommand{\second}[1]{\textbf{\color[HTML]{eeb00a}{#1}}}
@@ -54,6 +55,8 @@ def _summary(table: Table, store: str) -> list[str]:
         f"{table.planned - table.missing} of {table.planned} planned runs found in {store}; "
         f"missing: {table.missing}."
     ]
+    if table.skipped:
+        lines.append(skipped_line(table.skipped, "not counted as found") + ".")
     if table.metric != "accuracy":
         label = HEADERS[table.metric]
         lines.append(

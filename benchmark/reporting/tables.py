@@ -124,6 +124,8 @@ class Table:
     # agreement), and the test split's size of the runs (None: unknown or not one size).
     agreement: list[ColumnAgreement] = field(default_factory=list)
     test_images: int | None = None
+    # Store records that were named and skipped as unusable ("<file>: why"): said in the footer.
+    skipped: list[str] = field(default_factory=list)
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -396,6 +398,7 @@ def rebuild(
         rules=rules,
         within=within,
     )
+    table.skipped = [str(s) for s in frame.attrs.get("skipped", [])]
     if scale == "smoke":
         from benchmark.reporting.titles import what_ran
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.core.errors import CorruptFileError
-from benchmark.core.files import write_json_atomic
+from benchmark.core.files import read_regular, write_json_atomic
+from benchmark.store.records import MAX_RECORD_BYTES
 
 CALIBRATION_DIR = "calibration"
 CALIBRATION_FILE = "throughput.json"
@@ -53,9 +54,11 @@ def read_calibrations(store: str | Path) -> list[Calibration]:
     """Every measurement in the store's calibration file (none when there is no file)."""
     path = calibration_path(store)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path, MAX_RECORD_BYTES))
     except FileNotFoundError:
         return []
+    except CorruptFileError as err:
+        raise CorruptFileError(path, f"{err.reason}; {_AGAIN}") from None
     except (OSError, ValueError) as err:
         raise CorruptFileError(path, f"unreadable ({err}); {_AGAIN}") from None
     names = {f.name for f in fields(Calibration)}

@@ -35,15 +35,19 @@ def load_store(root: str | Path) -> pd.DataFrame:
     """Load a whole results store into a pandas DataFrame (one call).
 
     One row per run: ``run_id``, ``status``, ``grid`` (the grid that last submitted it, or
-    None), every ``config.*`` field (lists as tuples) and the scalar metrics.
+    None), every ``config.*`` field (lists as tuples) and the scalar metrics. Records that
+    cannot be used are named in warnings and listed in ``frame.attrs["skipped"]``.
     """
     rows = []
-    for rec in Store(root).records():
+    store = Store(root)
+    for rec in store.records():
         row = {"run_id": rec["run_id"], "status": rec.get("status")}
         row.update(_flatten("config", rec.get("config", {}), keep_lists=True))
         row.update(_flatten("", rec.get("metrics", {})))
         rows.append(row)
     frame = pd.DataFrame(rows)
+    # The records that were named and skipped, for the commands' counts.
+    frame.attrs["skipped"] = list(store.skipped.values())
     if len(frame):
         index = load_index(Path(root))
         grids = [index[r].grid if r in index else None for r in frame["run_id"]]

@@ -14,7 +14,6 @@ is about to be overwritten is moved to ``archive/`` first.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import time
@@ -40,6 +39,7 @@ from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported 
 )
 from benchmark.store.locking import hold, is_held, lock_path
 from benchmark.store.publish import ANY_RESULT, claim, may_replace, publish, same_result
+from benchmark.store.records import Skipped, read_record
 
 FINISHED = "finished"
 
@@ -59,6 +59,8 @@ class Store:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        # The records this store's reads skipped (named in warnings too), for commands to count.
+        self.skipped: dict[Path, Skipped] = {}
 
     def result_path(self, run_id: str) -> Path:
         """Where the result JSON of ``run_id`` lives."""
@@ -81,11 +83,11 @@ class Store:
         """The stored record of ``run_id``; None when it has none or it is unreadable (warned)."""
         path = self.result_path(run_id)
         try:
-            return read_record(path)
+            return read_record(path, run_id)
         except FileNotFoundError:
             return None
         except (OSError, CorruptRecord) as err:
-            _warn_unreadable(path, err)
+            self._skip(path, err)
             return None
 
     def status(self, run_id: str) -> str | None:
@@ -104,12 +106,17 @@ class Store:
         out = []
         for path in sorted(self.root.glob("*.json")):
             try:
-                out.append(read_record(path))
+                out.append(read_record(path, path.name.removesuffix(".json")))
             except FileNotFoundError:
                 continue  # replaced or removed since the listing
             except (OSError, CorruptRecord) as err:
-                _warn_unreadable(path, err)
+                self._skip(path, err)
         return out
+
+    def _skip(self, path: Path, err: Exception) -> None:
+        """Name a record no command can use (a warning) and remember it for their counts."""
+        self.skipped[path] = Skipped(path, str(err))
+        warnings.warn(f"skipping unreadable result {path}: {err}", StoreWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ writing
     def write(
@@ -299,7 +306,7 @@ class Store:
         path = self.result_path(run_id)
         with self.lock("store"):
             try:
-                record = read_record(path)
+                record = read_record(path, run_id)
             except (OSError, CorruptRecord):
                 return False
             if record.get("status") != FINISHED:
@@ -391,22 +398,6 @@ class HeldLock:
     def discard(self) -> None:
         """Remove the lock folder on release if this lock created it and it is empty then."""
         self.discarded = self.created
-
-
-def read_record(path: Path) -> dict[str, Any]:
-    """One result JSON; raises CorruptRecord unless it is an object with a run id."""
-    text = path.read_bytes()
-    try:
-        record = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
-        raise CorruptRecord(f"not valid JSON: {err}") from None
-    if not isinstance(record, dict) or not isinstance(record.get("run_id"), str):
-        raise CorruptRecord("not a run record (a JSON object with a run_id)")
-    return record
-
-
-def _warn_unreadable(path: Path, err: Exception) -> None:
-    warnings.warn(f"skipping unreadable result {path}: {err}", StoreWarning, stacklevel=3)
 
 
 def staged_path(target: Path, token: str) -> Path:

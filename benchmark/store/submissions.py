@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.core.files import move_aside, write_json_atomic
+from benchmark.core.errors import CorruptFileError
+from benchmark.core.files import move_aside, read_regular, write_json_atomic
 from benchmark.store.errors import CorruptRecord, StoreWarning
 from benchmark.store.locking import hold, lock_path
+from benchmark.store.records import MAX_RECORD_BYTES
 
 RECORD_DIR = "grids"
 RECORD_VERSION = 1
@@ -58,7 +60,9 @@ class SubmissionRecord:
         if not path.exists():
             return record
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(read_regular(path, MAX_RECORD_BYTES))
+        except CorruptFileError as err:
+            raise CorruptRecord(str(err)) from None
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
             raise CorruptRecord(f"{path}: not valid JSON ({err})") from None
         if not isinstance(data, dict) or not _valid_submissions(data.get("submissions", [])):

@@ -104,8 +104,8 @@ def _racing_rerun(store: str, barrier: Any, results: Any) -> None:
     real_read = results_module.read_record
     state = {"writing": False, "waited": False}
 
-    def read(path: Path) -> dict[str, Any]:
-        record = real_read(path)
+    def read(path: Path, *run_id: str | None) -> dict[str, Any]:
+        record = real_read(path, *run_id)
         if state["writing"] and not state["waited"] and path.suffix == ".json":
             state["waited"] = True
             barrier.wait(timeout=120)

@@ -348,8 +348,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print_dry_run(experiment, args.scale, chosen, args.store, finished, args)
         from benchmark.cli.disk import reproduce_disk_line
 
+        what, more = "missing runs", []
+        if chosen.staged is not None:  # the staged plan's runs (its worst case), not the full's
+            from benchmark.cli.plan_flags import parent_pairs
+
+            pairs = chosen.pairs(chosen.staged.run_ids())
+            more = [cfg for _, cfg in parent_pairs(chosen, chosen.staged.worst_parents)]
+            bound = " (at most)" if chosen.staged.undecided else ""
+            what = f"missing runs of staged tuning{bound}"
         missing = [cfg for run_id, cfg in pairs if run_id not in finished]
-        line = reproduce_disk_line(experiment, args.scale, chosen.runs, missing, args.store)
+        line = reproduce_disk_line(
+            experiment, args.scale, chosen.runs, missing, args.store, what, more
+        )
         print(f"[reproduce] {line}", file=sys.stderr)
         return 0
     experiment.prepare(args.scale)

@@ -88,6 +88,48 @@ def test_the_closing_note_gives_both_counts_the_seconds_saved_and_the_changed_ce
     assert "20.0 s (measured)" in note and "differs from the full procedure: 0 of 2" in note
 
 
+def test_the_worst_case_counts_the_dense_parents_any_selectable_configuration_needs() -> None:
+    from benchmark.reporting.staged import staged_plan
+
+    # Issue 35: configurations a and b of cell A start from different dense parents on each
+    # seed; whichever stage 1 selects, stage 2 needs that configuration's seed-1/2 parents.
+    plan = _plan()
+    parents = {r: f"P{r[1]}{r[2]}" for r in plan["run_id"] if r.startswith("A")}
+    parents |= {r: f"Q{r[2]}" for r in plan["run_id"] if r.startswith("B")}
+    staged = staged_plan(plan, pd.DataFrame(), None, parents=parents)
+    # The worst case (two runs of one configuration) brings the parents of its own runs; the
+    # other configuration's Pa1/Pa2 or Pb1/Pb2 may be needed too.
+    own = {parents[r] for r in staged.run_ids()}
+    assert len(staged.worst_parents) == 2 and not own & set(staged.worst_parents)
+    assert own | set(staged.worst_parents) == set(parents.values())
+    # Once cell A has selected, nothing is left to bound.
+    vals = {"Aa0": 0.8, "Ab0": 0.85} | {f"Bc{s}": 0.5 for s in range(3)}
+    assert staged_plan(plan, _store(vals), None, parents=parents).worst_parents == []
+
+
+def test_a_staged_dry_run_bounds_runs_passes_and_disk_with_the_parents_stage_two_may_need(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # The issue's GSM+LC slice at paper scale: its configurations start from different dense
+    # parents; the dry run's "at most" and the disk line are the staged plan's, parents included.
+    store = tmp_path / "runs"
+    argv = ["reproduce", "stable-unstable-results", "--scale", "paper", "--methods", "gsm,lc",
+            "--sparsities", "90", "--staged", "--dry-run", "--store", str(store)]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    stage1, stage2, more = map(int, re.search(
+        r"stage 1 \(first seed, every configuration\) ([\d,]+) runs; stage 2 .*? at most "
+        r"([\d,]+) runs and up to ([\d,]+) more dense parents", err
+    ).groups())  # fmt: skip
+    parents = int(re.search(r"dense parents +(\d+)", err).group(1))
+    at_most = int(
+        re.search(r"staged tuning : at most ([\d,]+) runs", err).group(1).replace(",", "")
+    )
+    assert more > 0 and at_most >= stage1 + stage2 + more
+    disk = re.search(r"disk: weights of the (\d+) missing runs of staged tuning \(at most\)", err)
+    assert disk and int(disk.group(1)) == stage1 + stage2 and parents
+
+
 @pytest.mark.parametrize("ran", [False, True])
 def test_reproduce_dry_run_prints_both_plans_runs_and_device_hours(
     tmp_path: Path, capsys: pytest.CaptureFixture, ran: bool

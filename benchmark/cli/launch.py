@@ -264,7 +264,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         from benchmark.cli.disk import submit_disk_line
 
-        print_grid_cost(expansion, store, args.estimate_device, settings.executor)
+        gpus = settings.profile is not None and settings.profile.gpus_per_task > 0
+        print_grid_cost(expansion, store, args.estimate_device, settings.executor, gpus)
         print(submit_disk_line(result), flush=True)
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
@@ -277,9 +278,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def print_grid_cost(
-    expansion: Any, store: Path, device: str | None, executor: str = "local"
+    expansion: Any, store: Path, device: str | None, executor: str = "local", gpus: bool = False
 ) -> None:
-    """A grid's cost per method, for its dense parents and in total (``submit --dry-run``)."""
+    """A grid's cost per method, for its dense parents and in total (``submit --dry-run``;
+    ``gpus``: the profile asks for GPUs)."""
     from benchmark.cli.costs import cost_text, suggested_device
     from benchmark.launch import grid_nodes
     from benchmark.store.results import Store
@@ -291,7 +293,7 @@ def print_grid_cost(
     ids = [n.run_id for n in grid_nodes(expansion)]
     finished = {rid for rid in ids if st.is_finished(rid)}
     heading = f" of grid {expansion.grid.name}"
-    suggest = suggested_device(executor=executor)
+    suggest = "cuda" if gpus else suggested_device(executor=executor)
     text, _ = cost_text(groups, finished, str(store), device=device, heading=heading,
                         suggest=suggest)  # fmt: skip
     print(text)

@@ -186,8 +186,11 @@ def print_dry_run(
         ("full procedure", full, full.total.runs),
         ("staged tuning ", est, est.total.runs),
     ):
+        least = "at least " if e.total.at_dense_rate else ""
         hours = (
-            f"{e.total.all_hours:,.1f} device-hours" if e.total.known else "device-hours unknown"
+            f"{least}{e.total.all_hours:,.1f} device-hours"
+            if e.total.known
+            else "device-hours unknown"
         )
         print(
             f"  {name}: {bound if e is est else ''}{runs:,} runs, {e.total.passes:,} passes, "

@@ -16,7 +16,12 @@ LATEX_MACROS = r"""\newcommand{\first}[1]{\textbf{\color[HTML]{e55352}{#1}}}
 MARKDOWN_RANKS = {"first": "¹", "second": "²", "third": "³"}
 
 
-STATUS_TEXT = {"missing": "missing", "none": "---", "unavailable": "n/a"}
+STATUS_TEXT = {
+    "missing": "missing",
+    "none": "---",
+    "unavailable": "n/a",
+    "outside": "outside slice",
+}
 
 
 def _number(mean: float | None, std: float | None, metric: str, pm: str) -> str:
@@ -50,9 +55,12 @@ def _column_label(c: Column, single_metric: bool, sep: str = ", ") -> str:
 
 
 def _summary(table: Table, store: str) -> list[str]:
+    missing = f"{table.missing}"
+    if table.outside:
+        missing = f"{table.missing - table.outside} inside the slice, {table.outside} outside it"
     lines = [
         f"{table.planned - table.missing} of {table.planned} planned runs found in {store}; "
-        f"missing: {table.missing}."
+        f"missing: {missing}."
     ]
     if table.metric != "accuracy":
         label = HEADERS[table.metric]
@@ -73,8 +81,24 @@ def _summary(table: Table, store: str) -> list[str]:
             "a goal sparsity (CS, STR, DST) reached no sparsity close to the column (see the "
             "notes)."
         )
+    statuses = {v.status for b in table.blocks for g in b.groups for ln in g for v in ln.values}
+    if "missing" in statuses:
+        lines.append(
+            "missing (n/m): n of the cell's m planned runs (seeds x configurations) have not "
+            "finished yet" + ("; the cell is inside the slice" if table_sliced(table) else "") + "."
+        )
+    if "outside" in statuses:
+        lines.append(
+            "outside slice (m/m): the cell's m planned runs are not part of this slice, so this "
+            "command neither runs nor counts them; not a missing result."
+        )
     lines += [f"Note: {n}" for n in table.notes]
     return lines
+
+
+def table_sliced(table: Table) -> bool:
+    """Whether ``table`` shows a slice of its spec."""
+    return any(label.startswith("slice: ") for label in table.labels)
 
 
 def render_markdown(table: Table, store: str = "the store") -> str:
@@ -114,7 +138,7 @@ def _scale_text(table: Table) -> str:
 def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
     if v.status in STATUS_TEXT:
         text = STATUS_TEXT[v.status]
-        if v.status == "missing" and v.planned:
+        if v.status in ("missing", "outside") and v.planned:
             text += f" ({v.missing}/{v.planned})"
     else:
         text = _number(v.mean, v.std, metric, " ± ")
@@ -130,9 +154,14 @@ def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
 def render_latex(table: Table, store: str = "the store", preamble: bool = False) -> str:
     """A booktabs tabular per block with the paper's \\first/\\second/\\third colours."""
     macros = LATEX_MACROS if preamble else "\n".join(f"% {m}" for m in LATEX_MACROS.splitlines())
+    # The caption, not only a comment, says how the table was built (smoke scale, a slice,
+    # staged tuning): it is what survives when the table is pasted into a paper.
     out = [
         f"% prunebench table {table.id} ({_scale_text(table)}); needs booktabs and xcolor",
         macros,
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{_tex(table.id)} ({_tex(_scale_text(table))})}}",
     ]
     for block in table.blocks:
         cols = block.columns
@@ -154,6 +183,7 @@ def render_latex(table: Table, store: str = "the store", preamble: bool = False)
                 ]
                 out.append(" & ".join([_tex(line.label), *cells]) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}", ""]
+    out.append(r"\end{table}")
     agree = agreement_lines(table.agreement, table.test_images)
     out += [f"% {line}" for line in [*agree, *_summary(table, store)]]
     return "\n".join(out) + "\n"
@@ -189,7 +219,12 @@ def _tex(text: str) -> str:
 
 def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
     if v.status in STATUS_TEXT:
-        text = {"missing": r"\textit{missing}", "none": "---", "unavailable": "n/a"}[v.status]
+        text = {
+            "missing": r"\textit{missing}",
+            "none": "---",
+            "unavailable": "n/a",
+            "outside": r"\textit{outside slice}",
+        }[v.status]
     else:
         text = _number(v.mean, v.std, metric, r" {\small\textpm ")
         text += "}" if v.std is not None else ""

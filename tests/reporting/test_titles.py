@@ -88,3 +88,16 @@ def test_paper_scale_says_paper_scale_without_expanding_anything(tmp_path):
     experiment = get_experiment(TABLE)
     assert scale_text(experiment, "paper", tmp_path) == "paper scale"
     assert title(experiment, "paper", tmp_path).endswith("(paper scale)")
+
+
+def test_the_latex_caption_carries_the_smoke_slice_and_staged_labels(tmp_path):
+    from benchmark.experiments.slices import parse_slice
+    from benchmark.reporting.staged import LABEL
+
+    spec = get_experiment("appendix-cifar10-results")
+    within = parse_slice("bimp", None, None, None)
+    table = rebuild(spec, "smoke", tmp_path, within=within)
+    table.labels.append(LABEL)  # as a staged command labels it
+    caption = next(ln for ln in render_latex(table).splitlines() if ln.startswith(r"\caption{"))
+    assert caption.startswith(r"\caption{appendix-cifar10-results (smoke scale: digits")
+    assert "slice: methods bimp" in caption and LABEL in caption

@@ -11,6 +11,7 @@ from benchmark.cli.costs import add_estimate_arg
 from benchmark.cli.launch import add_runs_per_gpu
 from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
+from benchmark.cli.output import table_width
 from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
 from benchmark.cli.submission import reading_from, submit_missing
 from benchmark.config.run import DEFAULT_STORE, RunConfig
@@ -34,6 +35,13 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
+    table.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        help="Markdown: split wider tables into several of at most this many characters "
+        "(default: the terminal's width when printing to one; 0: never split)",
+    )
     _rules(table)
     table.add_argument(
         "--stats", action="store_true", help="add n, confidence intervals and significance marks"
@@ -219,7 +227,8 @@ def cmd_table(args: argparse.Namespace) -> int:
         store = chosen.store_view(load_store(args.store))
         annotate(table, layout, chosen.table_plan(), store, level=args.level, method=args.ci,
                  rules=rules)  # fmt: skip
-    _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
+    width = table_width(args.width, args.out)
+    _emit(_render(table, args.format, args.store, args.preamble, width), args.out)
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchmark.reporting.agreement import agreement_lines, top_two_text
+from benchmark.reporting.agreement import agreement_lines, top_two_text, verdict_lines
 from benchmark.reporting.seedstats import WORSE
 from benchmark.reporting.tables import DECIMALS, HEADERS, Column, Table, Value
 
@@ -14,6 +14,10 @@ LATEX_MACROS = r"""\newcommand{\first}[1]{\textbf{\color[HTML]{e55352}{#1}}}
 
 
 MARKDOWN_RANKS = {"first": "¹", "second": "²", "third": "³"}
+
+
+# Metrics whose difference to the paper's value says something about the method.
+ACCURACY_LIKE = frozenset({"accuracy", "iou", "bleu"})
 
 
 STATUS_TEXT = {
@@ -33,13 +37,14 @@ def _number(mean: float | None, std: float | None, metric: str, pm: str) -> str:
 
 
 def _paper_text(v: Value, metric: str, pm: str) -> str:
-    """The published value and the difference (reproduced - published)."""
+    """The published value and, for an accuracy-like metric, the difference (reproduced -
+    published): images/s and speedup depend on the device and model, not on the method alone."""
     if v.paper_missing:
         return "paper ---"
     if v.paper_mean is None:
         return "paper n/a"
     text = f"paper {_number(v.paper_mean, v.paper_std, metric, pm)}"
-    if v.mean is not None:
+    if v.mean is not None and metric in ACCURACY_LIKE:
         text += f", Δ {v.mean - v.paper_mean:+.{DECIMALS[metric]}f}"
     return text
 
@@ -101,31 +106,72 @@ def table_sliced(table: Table) -> bool:
     return any(label.startswith("slice: ") for label in table.labels)
 
 
-def render_markdown(table: Table, store: str = "the store") -> str:
-    """GitHub Markdown: one pipe table per block; ¹²³ mark first/second/third best."""
+def render_markdown(table: Table, store: str = "the store", width: int | None = None) -> str:
+    """GitHub Markdown: one pipe table per block; ¹²³ mark first/second/third best. With
+    ``width`` (a terminal's columns), a block wider than that is split into several pipe tables
+    of consecutive columns, each repeating the row labels."""
     out = [f"### {table.id} ({_scale_text(table)})", ""]
     for block in table.blocks:
         if block.title and len(table.blocks) > 1:
             out += [f"**{block.title}**", ""]
         single = len({c.metric for c in block.columns if c.goal is not None}) == 1
         header = ["Method", *(_column_label(c, single) for c in block.columns)]
-        out.append("| " + " | ".join(header) + " |")
-        out.append("|" + "|".join([":---", *("---:" for _ in block.columns)]) + "|")
+        rows: list[list[str]] = []
+        sections: set[int] = set()  # indexes in rows of the rules between groups
         for i, lines in enumerate(block.groups):
             if i > 0:
-                out.append(f"| *{lines[0].section if lines else ''}* |" + " |" * len(block.columns))
+                sections.add(len(rows))
+                rows.append([f"*{lines[0].section if lines else ''}*"] + [""] * len(block.columns))
             for line in lines:
                 cells = [
                     _md_cell(v, c.metric, table.with_paper)
                     for v, c in zip(line.values, block.columns, strict=True)
                 ]
-                out.append(f"| {line.label} | " + " | ".join(cells) + " |")
-        out.append("")
+                rows.append([line.label, *cells])
+        parts = _column_chunks([header, *rows], width)
+        for first, last in parts:
+            if len(parts) > 1:
+                out += [f"*columns {first}-{last} of {len(block.columns)}*", ""]
+            out += _pipe_table(header, rows, sections, (first, last))
+            out.append("")
     what = "accuracy" if table.metric == "accuracy" else HEADERS[table.metric]
     out.append(f"¹ ² ³: first, second and third best per column (unrounded mean test {what}).")
     out += agreement_lines(table.agreement, table.test_images)
+    out += verdict_lines(table.agreement, table.scale)
     out += _summary(table, store)
     return "\n".join(out) + "\n"
+
+
+def _pipe_table(
+    header: list[str], rows: list[list[str]], sections: set[int], span: tuple[int, int]
+) -> list[str]:
+    """The label column and the columns ``span`` (1-based, inclusive) of ``rows``."""
+    pick = [0, *range(span[0], span[1] + 1)]
+    out = ["| " + " | ".join(header[j] for j in pick) + " |"]
+    out.append("|" + "|".join([":---", *("---:" for _ in pick[1:])]) + "|")
+    for i, row in enumerate(rows):
+        if i in sections:
+            out.append(f"| {row[0]} |" + " |" * (len(pick) - 1))
+        else:
+            out.append(f"| {row[0]} | " + " | ".join(row[j] for j in pick[1:]) + " |")
+    return out
+
+
+def _column_chunks(rows: list[list[str]], width: int | None) -> list[tuple[int, int]]:
+    """Consecutive column ranges (1-based, inclusive) whose pipe tables fit in ``width``
+    characters (at least one column each); one range without a width."""
+    n = len(rows[0]) - 1
+    if not width or n == 0:
+        return [(1, n)]
+    widths = [max(len(r[j]) for r in rows) + 3 for j in range(n + 1)]  # "| x " per cell
+    chunks, start, used = [], 1, widths[0] + 1
+    for j in range(1, n + 1):
+        if j > start and used + widths[j] > width:
+            chunks.append((start, j - 1))
+            start, used = j, widths[0] + 1
+        used += widths[j]
+    chunks.append((start, n))
+    return chunks
 
 
 def _scale_text(table: Table) -> str:
@@ -185,6 +231,7 @@ def render_latex(table: Table, store: str = "the store", preamble: bool = False)
         out += [r"\bottomrule", r"\end{tabular}", ""]
     out.append(r"\end{table}")
     agree = agreement_lines(table.agreement, table.test_images)
+    agree += verdict_lines(table.agreement, table.scale)
     out += [f"% {line}" for line in [*agree, *_summary(table, store)]]
     return "\n".join(out) + "\n"
 
@@ -267,7 +314,11 @@ def table_frame(table: Table) -> pd.DataFrame:
                 if table.labels:  # a slice or staged tuning: said on every CSV row
                     row["built"] = "; ".join(table.labels)
                 if table.with_paper:
-                    diff = None if v.mean is None or v.paper_mean is None else v.mean - v.paper_mean
+                    diff = (
+                        None
+                        if v.mean is None or v.paper_mean is None or c.metric not in ACCURACY_LIKE
+                        else v.mean - v.paper_mean
+                    )
                     row |= {"paper_mean": v.paper_mean, "paper_std": v.paper_std, "diff": diff}
                     # The column's agreement with the paper (on the ranked metric's cells).
                     a = (

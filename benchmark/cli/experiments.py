@@ -326,8 +326,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """``prunebench reproduce ID``: run the missing runs (of a slice, or staged), then build the
     table and figures; ``--dry-run`` counts them and prints what they cost."""
+    from benchmark.cli.grid_table import is_grid_file
     from benchmark.experiments.catalog import check_id
 
+    if is_grid_file(args.id):
+        raise ConfigError(
+            "reproduce id",
+            args.id,
+            "a paper table's id (prunebench list); a grid file runs with prunebench submit "
+            f"{args.id} [--staged], and its table is prunebench table {args.id} [--staged]",
+        )
     check_id(args.id)
     rules = _table_rules(args)  # bad values fail before anything runs
     within = slice_of(args)

@@ -226,3 +226,32 @@ def test_export_records_staged_tuning_and_its_selection(
     assert frame["selected"].any() and not frame["selected"].all()
     assert main(["export", ENVELOPE, "--store", str(store)]) == 0
     assert set(pd.read_csv(io.StringIO(capsys.readouterr().out))["procedure"]) == {"full"}
+
+
+def test_submit_staged_runs_a_grid_by_staged_tuning_and_the_table_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    grid, store = _grid(tmp_path), tmp_path / "runs"
+    argv = ["submit", str(grid), "--staged", "--executor", "debug", "--threads", "1"]
+    # The dry run: stage 1 (2 cells x 3 configurations x seed 0) and at most 2 x 2 more seeds.
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "stage 1 (first seed, every configuration) 6 runs" in out
+    assert "at most 4 runs (0 of 2 cells selected so far) instead of the full grid's 18" in out
+    assert "would submit 10 runs" in out and not store.exists()
+    # Locally both stages run in one command: 10 runs, not the grid's 18.
+    assert main(argv) == 0
+    assert len(list(store.glob("*.json"))) == 10
+    capsys.readouterr()
+    assert main(["table", str(grid), "--staged"]) == 0
+    note = capsys.readouterr().out.split("Note: ")[-1]
+    assert "staged tuning: 10 runs instead of the full procedure's 18 (8 fewer); 2 of 2" in note
+
+
+def test_reproduce_of_a_grid_file_points_to_submit_staged(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    grid = _grid(tmp_path)
+    assert main(["reproduce", str(grid), "--staged"]) == 2
+    err = capsys.readouterr().err
+    assert f"prunebench submit {grid} [--staged]" in err

@@ -129,7 +129,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(
             f"{c.model}/{c.dataset} ({c.precision}) on {c.device}: {c.images_per_s:,.0f} "
             f"images/s (batch {c.batch_size}, {c.timed_iterations} timed iterations, "
-            f"{c.threads} threads{peak}{spread})"
+            f"{c.threads} thread{'' if c.threads == 1 else 's'}{peak}{spread})"
         )
     print(f"wrote {path}")
     return 0
@@ -233,12 +233,13 @@ def _bound_lines(total: Any, chosen: str | None, suggest: str) -> list[str]:
         )
     if total.no_peak:
         names = ", ".join(sorted(w.text() for w in total.no_peak))
-        why = (
-            "peak memory is measured on CUDA devices only (a CPU run or calibration records none)"
-            if chosen is None or not chosen.startswith("cuda")
-            else "no run or calibration of it on this device recorded one"
-        )
-        out.append(f"  peak mem - = not measured: {names} ({why})")
+        if chosen is None:
+            why = "nothing measured it yet; only GPU runs and GPU calibrations record peak memory"
+        elif not chosen.startswith("cuda"):
+            why = "measured on CUDA devices only; a CPU run or calibration records none"
+        else:
+            why = "no run or calibration of it on this device recorded one"
+        out.append(f"  peak mem - = not measured for {names}: {why}")
         if total.peak_bytes:
             out.append(
                 f"  peak mem of the total: the largest measured is {_bytes(total.peak_bytes)}; "

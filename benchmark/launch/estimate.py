@@ -117,7 +117,8 @@ class Throughputs:
         path = calibration_path(store)
         for c in read_calibrations(store):
             w = Workload(c.model, c.dataset, c.precision)
-            threads = f"{c.threads} threads" if c.threads else "threads not recorded"
+            plural = "" if c.threads == 1 else "s"
+            threads = f"{c.threads} thread{plural}" if c.threads else "threads not recorded"
             parts = [c.measured[:10], f"batch {c.batch_size}", threads, c.spread()]
             when = ", ".join(filter(None, parts))
             source = f"calibration {path} ({when})"

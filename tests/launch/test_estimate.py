@@ -28,17 +28,31 @@ def _grid_runs(store: Path) -> list:
     return grid_nodes(prepare(load_grid(SMOKE_GRID), store))
 
 
+def _groups(store: Path) -> dict[str, list]:
+    """The smoke grid's runs by method, as (run id, config)."""
+    groups: dict[str, list] = {}
+    for n in _grid_runs(store):
+        if n.in_grid:
+            groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
+    return groups
+
+
 def _cost(store: Path, device: str | None = None):
     from benchmark.cli.costs import cost_text
-
-    nodes = [n for n in _grid_runs(store) if n.in_grid]
-    groups: dict[str, list] = {}
-    for n in nodes:
-        groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
     from benchmark.store.results import Store
 
-    finished = {n.run_id for n in nodes if Store(store).is_finished(n.run_id)}
+    groups = _groups(store)
+    finished = {
+        rid for pairs in groups.values() for rid, _ in pairs if Store(store).is_finished(rid)
+    }
     return cost_text(groups, finished, str(store), device=device)
+
+
+def _calibrated_on_cpu(store: Path) -> None:
+    """A CPU calibration of the smoke grid's model (5,000 images/s, no peak memory)."""
+    from benchmark.store.calibration import Calibration, write_calibrations
+
+    write_calibrations(store, [Calibration("cnn_small", "digits", "fp32", "cpu", 5000.0, 128, 50)])
 
 
 def test_passes_count_each_method_s_epochs_fine_tuning_and_dense_parents_once() -> None:
@@ -183,11 +197,8 @@ def test_hours_at_a_dense_calibration_say_at_least_and_a_cpu_price_of_a_gpu_plan
     tmp_path: Path,
 ) -> None:
     from benchmark.cli.costs import cost_text
-    from benchmark.store.calibration import Calibration, write_calibrations
 
-    write_calibrations(
-        tmp_path, [Calibration("cnn_small", "digits", "fp32", "cpu", 5000.0, 128, 50)]
-    )
+    _calibrated_on_cpu(tmp_path)
     text, est = _cost(tmp_path)
     # The smoke grid's BIMP and IMP runs are priced at the dense harness's rate: lower bounds.
     assert est.total.at_dense_rate == {"bimp", "imp"}
@@ -195,9 +206,7 @@ def test_hours_at_a_dense_calibration_say_at_least_and_a_cpu_price_of_a_gpu_plan
     assert re.search(r"\n  dense(?:\s+[\d,]+){4}\s+[\d.]+", text)  # dense is its own rate
     assert re.search(r"the whole plan: \d+ passes, at least [\d.e-]+ h", text)
     # A plan that runs on GPUs (a GPU profile, slurm, paper scale) priced from a CPU calibration.
-    groups: dict[str, list] = {}
-    for n in _grid_runs(tmp_path):
-        groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
+    groups = _groups(tmp_path)
     gpu_text, _ = cost_text(groups, set(), str(tmp_path), suggest="cuda")
     assert "priced on cpu, the only device measured, although this plan runs on GPUs" in gpu_text
     assert "CPU hours, not GPU hours" in gpu_text
@@ -208,11 +217,7 @@ def test_hours_at_a_dense_calibration_say_at_least_and_a_cpu_price_of_a_gpu_plan
 def test_peak_memory_says_what_is_not_measured_and_the_total_is_a_lower_bound(
     tmp_path: Path,
 ) -> None:
-    from benchmark.store.calibration import Calibration, write_calibrations
-
-    write_calibrations(
-        tmp_path, [Calibration("cnn_small", "digits", "fp32", "cpu", 5000.0, 128, 50)]
-    )
+    _calibrated_on_cpu(tmp_path)
     text, _ = _cost(tmp_path)
     assert "peak mem - = not measured for cnn_small/digits (fp32)" in text
     assert "measured on CUDA devices only; a CPU run or calibration records none" in text

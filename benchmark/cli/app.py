@@ -241,6 +241,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"# what each [method] key means: prunebench methods {cfg.method.name}")
         print(config_to_toml(cfg), end="")
         return 0
+    if not cfg.runtime.threads:
+        cfg = _local_threads(cfg, args.nproc)
     try:
         if args.nproc == 1:
             record = execute(cfg, force=args.force, require_resume=args.resume)
@@ -257,6 +259,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(format_summary(record))
     return 0
+
+
+def _local_threads(cfg: Any, nproc: int) -> Any:
+    """``cfg`` with the torch threads the launcher gives a local run that leaves them at 0
+    (its share of the cores: :meth:`LaunchSettings.run_threads`); not part of the run id."""
+    import dataclasses
+
+    from benchmark.config.parse import replace_section
+    from benchmark.launch.settings import LaunchSettings
+
+    threads = LaunchSettings(workers=nproc).run_threads(cfg.runtime.threads)
+    return replace_section(cfg, runtime=dataclasses.replace(cfg.runtime, threads=threads))
 
 
 def _run_parallel(cfg: Any, nproc: int, *, force: bool, resume: bool) -> dict[str, Any]:
@@ -359,6 +373,7 @@ def cmd_check_method(args: argparse.Namespace) -> int:
     for name in args.names:
         get_method(name)  # an unknown name is a config error before any training
     failed = 0
+    results_all: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="prunebench-contract-") as tmp:
         root = Path(args.workdir) if args.workdir else Path(tmp)
         for name in args.names:
@@ -366,7 +381,10 @@ def cmd_check_method(args: argparse.Namespace) -> int:
             for r in results:
                 print(r.line(), flush=True)
             failed += sum(not r.passed for r in results)
-    print(f"{failed} check(s) failed" if failed else "every check passed")
+            results_all += results
+    skipped = sum(r.skipped for r in results_all)
+    note = f" ({skipped} skipped: nothing to check, see SKIP lines)" if skipped else ""
+    print(f"{failed} check(s) failed{note}" if failed else f"every check passed{note}")
     return EXIT_FAILURE if failed else 0
 
 

@@ -42,7 +42,16 @@ def add_parsers(sub: Any) -> None:
     )
     cal.add_argument("--batch", type=int, default=0, help="batch size (0: the paper's)")
     cal.add_argument("--steps", type=int, default=50, help="timed iterations (at least)")
-    cal.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    cal.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads (0: the launcher's rule for one local run: the cores this process "
+        "may use)",
+    )
+    cal.add_argument(
+        "--repeats", type=int, default=3, help="timings per model (the median is kept)"
+    )
     cal.add_argument("--store", default=DEFAULT_STORE, help="results store the file goes to")
 
 
@@ -77,13 +86,19 @@ def _precisions(text: str) -> list[str]:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``prunebench calibrate``: measure, print and keep the images/s of each model."""
     precisions = _precisions(args.precision)
-    for flag, value, low in (("--batch", args.batch, 0), ("--steps", args.steps, 1)):
+    checks = (
+        ("--batch", args.batch, 0),
+        ("--steps", args.steps, 1),
+        ("--repeats", args.repeats, 1),
+    )
+    for flag, value, low in checks:
         if value < low:
             raise ConfigError(flag, value, f"an integer >= {low}")
     if args.threads < 0:
         raise ConfigError("--threads", args.threads, "an integer >= 0")
     import torch
 
+    from benchmark.launch.settings import LaunchSettings
     from benchmark.store.calibration import write_calibrations
     from benchmark.training.calibrate import calibrate, parse_targets
 
@@ -102,15 +117,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         precisions=precisions,
         batch=args.batch or None,
         steps=args.steps,
-        threads=args.threads,
+        # The thread rule of a local run (LaunchSettings.run_threads), as plain `run` follows.
+        threads=LaunchSettings(threads=args.threads).run_threads(),
         command=command,
+        repeats=args.repeats,
     )
     path = write_calibrations(args.store, found)
     for c in found:
         peak = f", peak memory {_bytes(c.peak_memory_bytes)}" if c.peak_memory_bytes else ""
+        spread = f"; {c.spread()}" if c.spread() else ""
         print(
             f"{c.model}/{c.dataset} ({c.precision}) on {c.device}: {c.images_per_s:,.0f} "
-            f"images/s (batch {c.batch_size}, {c.timed_iterations} timed iterations{peak})"
+            f"images/s (batch {c.batch_size}, {c.timed_iterations} timed iterations, "
+            f"{c.threads} thread{'' if c.threads == 1 else 's'}{peak}{spread})"
         )
     print(f"wrote {path}")
     return 0
@@ -118,6 +137,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _bytes(n: int | None) -> str:
     return "-" if not n else f"{n / 2**30:.1f} GiB"
+
+
+# Marks a lower bound in the cost table: hours priced at the dense rate, the largest peak
+# memory measured while some workloads have none.
+AT_LEAST = "≥ "
+
+
+def _peak(line: Any) -> str:
+    """A line's peak memory: ``-`` when nothing measured it, ``≥ x`` when part is unmeasured."""
+    shown = _bytes(line.peak_bytes)
+    return AT_LEAST + shown if line.peak_bytes and line.no_peak else shown
 
 
 def _hours(h: float) -> str:
@@ -153,6 +183,8 @@ def cost_text(
     rows = [header]
     for line in [*est.lines, est.total]:
         hours = _hours(line.hours) if line.known else "unknown"
+        if line.known and line.at_dense_rate:
+            hours = AT_LEAST + hours
         rows.append(
             (
                 line.label,
@@ -161,7 +193,7 @@ def cost_text(
                 f"{line.passes:,}",
                 f"{line.missing_passes:,}",
                 hours,
-                _bytes(line.peak_bytes),
+                _peak(line),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -172,11 +204,48 @@ def cost_text(
         lines.append("  " + "  ".join(cells))
     total = est.total
     if total.known:
-        lines.append(f"  the whole plan: {total.passes:,} passes, {_hours(total.all_hours)} h")
+        bound = "at least " if total.at_dense_rate else ""
+        lines.append(
+            f"  the whole plan: {total.passes:,} passes, {bound}{_hours(total.all_hours)} h"
+        )
     for w, source in sorted(est.sources.items(), key=lambda kv: kv[0].text()):
         lines.append(f"  images/s of {w.text()}: {source}")
+    lines += _bound_lines(total, chosen, suggest)
     lines += _unknown_lines(est, store, device or chosen, suggest)
     return "\n".join(lines), est
+
+
+def _bound_lines(total: Any, chosen: str | None, suggest: str) -> list[str]:
+    """What the figures are not: a CPU price of a GPU plan, lower bounds, unmeasured memory."""
+    out = []
+    if chosen is not None and not chosen.startswith("cuda") and suggest == "cuda":
+        out.append(
+            f"  priced on {chosen}, the only device measured, although this plan runs on GPUs "
+            "(a GPU profile, a cluster job or paper scale): these are CPU hours, not GPU hours; "
+            "calibrate on one of its GPUs for GPU hours"
+        )
+    if total.known and total.at_dense_rate:
+        names = ", ".join(sorted(total.at_dense_rate))
+        out.append(
+            f"  {AT_LEAST.strip()} = at least: {names} priced at the images/s of the dense "
+            "harness (a calibration times dense training); most methods train slower, so these "
+            "hours are a lower bound until a finished run of the method is in the store"
+        )
+    if total.no_peak:
+        names = ", ".join(sorted(w.text() for w in total.no_peak))
+        if chosen is None:
+            why = "nothing measured it yet; only GPU runs and GPU calibrations record peak memory"
+        elif not chosen.startswith("cuda"):
+            why = "measured on CUDA devices only; a CPU run or calibration records none"
+        else:
+            why = "no run or calibration of it on this device recorded one"
+        out.append(f"  peak mem - = not measured for {names}: {why}")
+        if total.peak_bytes:
+            out.append(
+                f"  peak mem of the total: the largest measured is {_bytes(total.peak_bytes)}; "
+                f"unknown for {names}, so the plan's peak may be higher"
+            )
+    return out
 
 
 def _unknown_lines(est: Any, store: str, device: str | None, suggest: str) -> list[str]:

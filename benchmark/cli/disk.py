@@ -20,31 +20,45 @@ def free_after_reproduce(experiment: Any, scale: str, store_dir: str, runs: Sequ
 
 
 def reproduce_disk_line(
-    experiment: Any, scale: str, runs: Sequence[Any], missing: Sequence[Any], store_dir: str
+    experiment: Any,
+    scale: str,
+    runs: Sequence[Any],
+    missing: Sequence[Any],
+    store_dir: str,
+    what: str = "missing runs",
+    more_parents: Sequence[Any] = (),
 ) -> str:
-    """The dry run's disk line: the weights of the missing runs (and of the dense parents they
-    still need), packed and as dense, and what ``--keep needed`` keeps of the whole table once
-    it is complete."""
+    """The dry run's disk line: the weights of the ``missing`` runs (and of the dense parents
+    they still need), packed and as dense, and what ``--keep needed`` keeps of the whole table
+    (every run of ``runs``, the full plan, whatever the slice) once it is complete.
+
+    ``what`` names the missing runs; ``more_parents``: dense parents they may need besides
+    their own (those staged tuning's undecided cells may select)."""
     from benchmark.reporting.keep import kept_bytes_estimate
     from benchmark.store.footprint import format_bytes
     from benchmark.store.results import Store
     from benchmark.training.footprint import config_bytes, estimate
-    from methods import get_method
+    from benchmark.training.passes import parent_of
 
     todo = list(missing)
     store = Store(store_dir)
     parents = {}
-    for cfg in todo:
-        parent = get_method(cfg.method.name)(cfg).parent_config()
+    for parent in [parent_of(cfg) for cfg in todo] + list(more_parents):
         if parent is not None and not store.is_finished(parent.run_id):
             parents.setdefault(parent.run_id, parent)
     needed = estimate([*todo, *parents.values()])
-    configs = {r.cfg.run_id: r.cfg for r in runs} | parents
+    # Every run of the table and every dense parent, so the kept figure is the whole table's,
+    # the same for every slice of it.
+    configs = {r.cfg.run_id: r.cfg for r in runs}
+    configs |= {p.run_id: p for c in list(configs.values()) if (p := parent_of(c)) is not None}
     sizes = {rid: (config_bytes(cfg) or (0, 0))[1] for rid, cfg in configs.items()}
     kept = kept_bytes_estimate(runs, sizes, experiment.layout(scale))
     extra = f" and their {len(parents)} dense parents" if parents else ""
-    line = needed.line(f"the {len(todo)} missing runs{extra}")
-    return f"disk: {line}; with --keep needed the table keeps ~{format_bytes(kept)}"
+    line = needed.line(f"the {len(todo)} {what}{extra}")
+    return (
+        f"disk: {line}; with --keep needed the whole table (every slice of it) keeps "
+        f"~{format_bytes(kept)} once complete"
+    )
 
 
 def submit_disk_line(result: Any) -> str:

@@ -11,6 +11,7 @@ from benchmark.cli.costs import add_estimate_arg
 from benchmark.cli.launch import add_runs_per_gpu
 from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
+from benchmark.cli.output import table_width
 from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
 from benchmark.cli.submission import reading_from, submit_missing
 from benchmark.config.run import DEFAULT_STORE, RunConfig
@@ -34,6 +35,13 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
+    table.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        help="Markdown: split wider tables into several of at most this many characters "
+        "(default: the terminal's width when printing to one; 0: never split)",
+    )
     _rules(table)
     table.add_argument(
         "--stats", action="store_true", help="add n, confidence intervals and significance marks"
@@ -223,7 +231,8 @@ def cmd_table(args: argparse.Namespace) -> int:
         store = chosen.store_view(load_store(args.store))
         annotate(table, layout, chosen.table_plan(), store, level=args.level, method=args.ci,
                  rules=rules)  # fmt: skip
-    _emit(_render(table, args.format, args.store, getattr(args, "preamble", False)), args.out)
+    width = table_width(args.width, args.out)
+    _emit(_render(table, args.format, args.store, args.preamble, width), args.out)
     return 0
 
 
@@ -321,8 +330,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """``prunebench reproduce ID``: run the missing runs (of a slice, or staged), then build the
     table and figures; ``--dry-run`` counts them and prints what they cost."""
+    from benchmark.cli.grid_table import is_grid_file
     from benchmark.experiments.catalog import check_id
 
+    if is_grid_file(args.id):
+        raise ConfigError(
+            "reproduce id",
+            args.id,
+            "a paper table's id (prunebench list); a grid file runs with prunebench submit "
+            f"{args.id} [--staged], and its table is prunebench table {args.id} [--staged]",
+        )
     check_id(args.id)
     rules = _table_rules(args)  # bad values fail before anything runs
     within = slice_of(args)
@@ -352,8 +369,18 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print_dry_run(experiment, args.scale, chosen, args.store, finished, args)
         from benchmark.cli.disk import reproduce_disk_line
 
+        what, more = "missing runs", []
+        if chosen.staged is not None:  # the staged plan's runs (its worst case), not the full's
+            from benchmark.cli.plan_flags import parent_pairs
+
+            pairs = chosen.pairs(chosen.staged.run_ids())
+            more = [cfg for _, cfg in parent_pairs(chosen, chosen.staged.worst_parents)]
+            bound = " (at most)" if chosen.staged.undecided else ""
+            what = f"missing runs of staged tuning{bound}"
         missing = [cfg for run_id, cfg in pairs if run_id not in finished]
-        line = reproduce_disk_line(experiment, args.scale, chosen.runs, missing, args.store)
+        line = reproduce_disk_line(
+            experiment, args.scale, chosen.runs, missing, args.store, what, more
+        )
         print(f"[reproduce] {line}", file=sys.stderr)
         return 0
     experiment.prepare(args.scale)

@@ -49,6 +49,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--retry-failed", action="store_true", help="also resubmit runs whose result says failed"
     )
     submit.add_argument(
+        "--staged",
+        action="store_true",
+        help="staged tuning: every configuration on the first seed, then the other seeds only "
+        "for each cell's configuration selected by validation (as table GRID --staged reports)",
+    )
+    submit.add_argument(
         "--wait", action="store_true", help="slurm: follow the jobs with a progress bar"
     )
     submit.add_argument(
@@ -251,20 +257,39 @@ def cmd_submit(args: argparse.Namespace) -> int:
     grid = load_grid(args.file)
     settings = launch_settings(args)
     store = _store_of(args, grid)
-    expansion = prepare(grid, store, settings, max_cells=_max_cells(args))
-    try:
-        result = submit_grid(
-            expansion, store, settings, retry_failed=args.retry_failed, dry_run=args.dry_run
+    whole = prepare(grid, store, settings, max_cells=_max_cells(args))
+    expansion = whole
+    # Staged tuning: stage 1 (and the stage 2 of cells that have selected) now; locally, once it
+    # has run, stage 2 of the rest; on SLURM the command is run again when the jobs are done.
+    stages = 2 if args.staged and settings.executor != "slurm" and not args.dry_run else 1
+    for _ in range(stages):
+        if args.staged:
+            from benchmark.cli.staged_grid import stage_line, staged_expansion
+
+            expansion, staged = staged_expansion(whole, store, worst_case=args.dry_run)
+            print(stage_line(staged), flush=True)
+        try:
+            result = submit_grid(
+                expansion, store, settings, retry_failed=args.retry_failed, dry_run=args.dry_run
+            )
+        except LaunchError as err:
+            print(f"prunebench: submit failed: {err}", file=sys.stderr)
+            return 1
+        # What was queued is said at once; --wait then follows it (SLURM returns once queued).
+        print(result.summary(), flush=True)
+        if args.staged and not staged.undecided:
+            break
+    if args.staged and staged.undecided and stages == 1:
+        print(
+            f"staged tuning: stage 2 of {staged.cells - staged.decided_cells} cells is planned "
+            f"once their stage 1 has finished: run this command again then",
+            flush=True,
         )
-    except LaunchError as err:
-        print(f"prunebench: submit failed: {err}", file=sys.stderr)
-        return 1
-    # What was queued is said at once; --wait then follows it (SLURM returns once queued).
-    print(result.summary(), flush=True)
     if args.dry_run:
         from benchmark.cli.disk import submit_disk_line
 
-        print_grid_cost(expansion, store, args.estimate_device, settings.executor)
+        gpus = settings.profile is not None and settings.profile.gpus_per_task > 0
+        print_grid_cost(expansion, store, args.estimate_device, settings.executor, gpus)
         print(submit_disk_line(result), flush=True)
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
@@ -286,9 +311,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def print_grid_cost(
-    expansion: Any, store: Path, device: str | None, executor: str = "local"
+    expansion: Any, store: Path, device: str | None, executor: str = "local", gpus: bool = False
 ) -> None:
-    """A grid's cost per method, for its dense parents and in total (``submit --dry-run``)."""
+    """A grid's cost per method, for its dense parents and in total (``submit --dry-run``;
+    ``gpus``: the profile asks for GPUs)."""
     from benchmark.cli.costs import cost_text, suggested_device
     from benchmark.launch import grid_nodes
     from benchmark.store.results import Store
@@ -300,7 +326,7 @@ def print_grid_cost(
     ids = [n.run_id for n in grid_nodes(expansion)]
     finished = {rid for rid in ids if st.is_finished(rid)}
     heading = f" of grid {expansion.grid.name}"
-    suggest = suggested_device(executor=executor)
+    suggest = "cuda" if gpus else suggested_device(executor=executor)
     text, _ = cost_text(groups, finished, str(store), device=device, heading=heading,
                         suggest=suggest)  # fmt: skip
     print(text)

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 
-def render_table(table: Any, fmt: str, store: str, preamble: bool = False) -> str:
-    """A built table as Markdown, LaTeX or CSV text."""
+def render_table(
+    table: Any, fmt: str, store: str, preamble: bool = False, width: int | None = None
+) -> str:
+    """A built table as Markdown, LaTeX or CSV text (Markdown split to ``width`` columns)."""
     from benchmark.reporting.render import render_csv, render_latex, render_markdown
 
     if fmt == "latex":
         return render_latex(table, store, preamble=preamble)
     if fmt == "csv":
         return render_csv(table)
-    return render_markdown(table, store)
+    return render_markdown(table, store, width)
+
+
+def table_width(asked: int | None, out: str | None) -> int | None:
+    """The width a Markdown table is split to: ``--width`` (0: never split), else the
+    terminal's when the table goes to one, else none."""
+    if asked is not None:
+        return asked or None
+    if out is None and sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
 
 
 def emit(text: str, out: str | None) -> None:

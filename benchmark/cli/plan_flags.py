@@ -120,12 +120,29 @@ def choose(
     if staged:
         from benchmark.reporting.staged import staged_plan
         from benchmark.store.frame import load_store
-        from benchmark.training.passes import run_passes
+        from benchmark.training.passes import parent_of, run_passes
 
         weight = {run_id: float(run_passes(c)) for run_id, c in chosen.pairs()}
+        parents = {rid: p.run_id for rid, c in chosen.pairs() if (p := parent_of(c)) is not None}
         layout = experiment.layout(scale)
-        chosen.staged = staged_plan(sliced, load_store(store), layout, rules, weight)
+        chosen.staged = staged_plan(sliced, load_store(store), layout, rules, weight, parents)
     return chosen
+
+
+MAY_NEED = "dense parents stage 2 may need"
+
+
+def parent_pairs(chosen: Chosen, parent_ids: list[str]) -> list[tuple[str, Any]]:
+    """(run id, config) of the dense parents ``parent_ids`` of the slice's runs."""
+    from benchmark.training.passes import parent_of
+
+    wanted = set(parent_ids)
+    found: dict[str, Any] = {}
+    for cfg in chosen.configs():
+        parent = parent_of(cfg)
+        if parent is not None and parent.run_id in wanted:
+            found.setdefault(parent.run_id, parent)
+    return list(found.items())
 
 
 def print_dry_run(
@@ -153,12 +170,15 @@ def print_dry_run(
     s = chosen.staged
     staged_ids = set(s.run_ids())
     staged_groups = {k: [p for p in v if p[0] in staged_ids] for k, v in groups.items()}
+    if s.worst_parents:  # counted as runs of their own, like every dense parent
+        staged_groups[MAY_NEED] = parent_pairs(chosen, s.worst_parents)
     _, est = cost_text(staged_groups, finished, store, device=device, suggest=suggest)
     bound = "at most " if s.undecided else ""
+    parents = f" and up to {len(s.worst_parents):,} more dense parents" if s.worst_parents else ""
     print(
         f"staged tuning (--staged): stage 1 (first seed, every configuration) "
         f"{s.stage1['run_id'].nunique():,} runs; stage 2 (other seeds of each cell's selected "
-        f"configuration) {bound}{s.stage2['run_id'].nunique() + s.undecided:,} runs "
+        f"configuration) {bound}{s.stage2['run_id'].nunique() + s.undecided:,} runs{parents} "
         f"({s.decided_cells} of {s.cells} cells selected so far)",
         file=sys.stderr,
     )
@@ -166,8 +186,11 @@ def print_dry_run(
         ("full procedure", full, full.total.runs),
         ("staged tuning ", est, est.total.runs),
     ):
+        least = "at least " if e.total.at_dense_rate else ""
         hours = (
-            f"{e.total.all_hours:,.1f} device-hours" if e.total.known else "device-hours unknown"
+            f"{least}{e.total.all_hours:,.1f} device-hours"
+            if e.total.known
+            else "device-hours unknown"
         )
         print(
             f"  {name}: {bound if e is est else ''}{runs:,} runs, {e.total.passes:,} passes, "

@@ -106,6 +106,15 @@ def get_method(name: str) -> Any:
     failed = load_methods()
     if name not in METHODS and name in failed:
         raise PluginError(name, failed[name])
+    if name not in METHODS:
+        known = ", ".join(repr(n) for n in METHODS.names())
+        raise ConfigError(
+            "method.name",
+            name,
+            f"one of {known}; a method from a plugin is known once its package is installed "
+            f"(pip install <the plugin's package> into this environment: it registers its "
+            f"methods under the entry-point group {ENTRY_POINT_GROUP!r})",
+        )
     return METHODS.get(name, "method.name")
 
 

@@ -24,6 +24,7 @@ them, as every plan of a spec does already); it trains and times nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -92,6 +93,8 @@ class Measurement:
     source: str
     peak_memory_bytes: int | None = None
     images_per_epoch: int | None = None
+    # A calibration times the dense harness: for another method it is a lower bound on time.
+    dense_harness: bool = False
 
 
 @dataclass
@@ -114,9 +117,14 @@ class Throughputs:
         path = calibration_path(store)
         for c in read_calibrations(store):
             w = Workload(c.model, c.dataset, c.precision)
-            when = ", ".join(filter(None, [c.measured[:10], f"batch {c.batch_size}"]))
+            plural = "" if c.threads == 1 else "s"
+            threads = f"{c.threads} thread{plural}" if c.threads else "threads not recorded"
+            parts = [c.measured[:10], f"batch {c.batch_size}", threads, c.spread()]
+            when = ", ".join(filter(None, parts))
             source = f"calibration {path} ({when})"
-            out.calibrated[(w, c.device)] = Measurement(c.images_per_s, source, c.peak_memory_bytes)
+            out.calibrated[(w, c.device)] = Measurement(
+                c.images_per_s, source, c.peak_memory_bytes, dense_harness=True
+            )
         return out
 
     def _add_run(self, record: Mapping) -> None:
@@ -161,9 +169,7 @@ class Throughputs:
                 )
         found = self.calibrated.get((w, device))
         if found is not None and found.images_per_epoch is None and w in self.epoch_images:
-            found = Measurement(
-                found.images_per_s, found.source, found.peak_memory_bytes, self.epoch_images[w]
-            )
+            found = dataclasses.replace(found, images_per_epoch=self.epoch_images[w])
         return found
 
     def choose_device(self, workloads: Iterable[Workload], asked: str | None) -> str | None:
@@ -196,6 +202,10 @@ class CostLine:
     unknown: set[Workload] = field(default_factory=set)
     no_size: set[str] = field(default_factory=set)  # datasets of unknown training-set size
     peak_bytes: int | None = None
+    # Workloads whose peak memory nothing measured (CPU runs and calibrations record none).
+    no_peak: set[Workload] = field(default_factory=set)
+    # Methods priced at the dense harness's calibrated rate: the hours are a lower bound.
+    at_dense_rate: set[str] = field(default_factory=set)
 
     @property
     def known(self) -> bool:
@@ -212,6 +222,8 @@ class CostLine:
         self.all_hours += other.all_hours
         self.unknown |= other.unknown
         self.no_size |= other.no_size
+        self.no_peak |= other.no_peak
+        self.at_dense_rate |= other.at_dense_rate
         if other.peak_bytes:
             self.peak_bytes = max(self.peak_bytes or 0, other.peak_bytes)
 
@@ -281,10 +293,15 @@ def _line(
         found = throughputs.lookup(w, device, cfg.method.name) if device else None
         if found is None:
             line.unknown.add(w)
+            line.no_peak.add(w)
             continue
         sources.setdefault(w, found.source)
         if found.peak_memory_bytes:
             line.peak_bytes = max(line.peak_bytes or 0, found.peak_memory_bytes)
+        else:
+            line.no_peak.add(w)
+        if found.dense_harness and cfg.method.name != "dense":
+            line.at_dense_rate.add(cfg.method.name)
         images = found.images_per_epoch or images_per_pass(cfg)
         if images is None:
             line.no_size.add(cfg.data.name)

@@ -142,3 +142,28 @@ def agreement_lines(columns: Sequence[ColumnAgreement], images: int | None) -> l
         f"columns{tie_text}."
     )
     return lines
+
+
+# A table ranks its rows like the paper when the columns agree on average (mean tau at least
+# this) and the paper's best row is in the top two here in at least half of the columns.
+RANKS_LIKE_TAU = 0.5
+
+
+def verdict_lines(columns: Sequence[ColumnAgreement], scale: str) -> list[str]:
+    """One line closing the agreement lines: whether the table ranks its rows like the paper
+    (mean tau >= RANKS_LIKE_TAU and the paper's best row in the top two in half the columns)."""
+    if not columns:
+        return []
+    taus = [c.tau for c in columns if not math.isnan(c.tau)]
+    mean = sum(taus) / len(taus) if taus else math.nan
+    top = sum(c.top_two for c in columns)
+    if taus and mean >= RANKS_LIKE_TAU and 2 * top >= len(columns):
+        return [
+            f"Verdict: ranks rows like the paper (mean tau {mean:+.2f} >= {RANKS_LIKE_TAU}, "
+            f"the paper's best in the top two in {top} of {len(columns)} columns)."
+        ]
+    advice = ": use --scale paper" if scale == "smoke" else ""
+    return [
+        f"Verdict: does not rank rows like the paper at this scale{advice} (needs mean tau >= "
+        f"{RANKS_LIKE_TAU} and the paper's best in the top two in at least half the columns)."
+    ]

@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from benchmark.experiments.base import Experiment, Scale
@@ -106,11 +107,18 @@ def _shared_legend(fig: Figure, **kwargs: object) -> None:
     """One legend for all panels, below them, so that no legend hides data or the title.
 
     Every label drawn in any panel appears once, in first-drawn order; an empty store draws none.
+    Rows whose lines coincide in every panel (the same points: e.g. rows sharing their runs)
+    share one entry that says so, so the legend never names more lines than it shows.
     """
     entries: dict[str, object] = {}
-    for ax in fig.axes:
+    drawn: dict[str, list[tuple[int, tuple, tuple]]] = {}
+    for i, ax in enumerate(fig.axes):
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(label, handle)
+            if isinstance(handle, Line2D):
+                xy = (tuple(map(float, handle.get_xdata())), tuple(map(float, handle.get_ydata())))
+                drawn.setdefault(label, []).append((i, *xy))
+    entries = _merge_same_lines(entries, drawn)
     if entries:
         fig.legend(
             list(entries.values()),
@@ -119,6 +127,22 @@ def _shared_legend(fig: Figure, **kwargs: object) -> None:
             ncols=min(len(entries), 4),
             **kwargs,
         )
+
+
+def _merge_same_lines(
+    entries: dict[str, object], drawn: dict[str, list[tuple[int, tuple, tuple]]]
+) -> dict[str, object]:
+    """``entries`` with the labels whose lines are identical in every panel joined into one
+    ("A = B (same line)"), keeping the handle drawn last (the one on top)."""
+    by_points: dict[tuple, list[str]] = {}
+    for label in entries:
+        key = tuple(drawn[label]) if label in drawn else (label,)
+        by_points.setdefault(key, []).append(label)
+    out: dict[str, object] = {}
+    for labels in by_points.values():
+        name = labels[0] if len(labels) == 1 else " = ".join(labels) + " (same line)"
+        out[name] = entries[labels[-1]]
+    return out
 
 
 def _reference(ax: Axes, value: float, row: str) -> None:
@@ -155,11 +179,7 @@ def _footer(
     from benchmark.reporting.titles import scale_text, sections_not_run
 
     total = plan["run_id"].nunique()
-    seeds = plan["seed"].nunique()
-    notes = [
-        f"Points: mean over {seeds} seed{'' if seeds == 1 else 's'}; shaded bands: min to max "
-        "over them."
-    ]
+    notes = [f"Points: {_seeds_text(best, plan, store)}; shaded bands: min to max over them."]
     images = _test_images(plan, store)
     if images:
         notes.append(f"One test image = {100 / images:.2g} accuracy points ({images} test images).")
@@ -184,6 +204,33 @@ def _footer(
     else:
         head = [experiment.description, f"({ran}; {found})"]
     fig.suptitle("\n".join(head + notes), fontsize=8)
+
+
+def _point_seeds(best: pd.DataFrame, plan: pd.DataFrame, store: pd.DataFrame) -> list[int]:
+    """The distinct seeds of finished runs behind each drawn point (a run planned in several
+    cells, like a dense reference, counts once)."""
+    if best.empty or "status" not in store:
+        return []
+    done = set(store.loc[store["status"].eq("finished"), "run_id"])
+    runs = plan[plan["run_id"].isin(done)]
+    keys = ["section", "row", "budget", "x", "tuned"]
+    joined = best[[*keys, "goal"]].merge(runs, on=keys, suffixes=("", "_plan"))
+    # A method without a goal sparsity is planned with goal NaN and placed by the table.
+    joined = joined[joined["goal_plan"].isna() | joined["goal_plan"].eq(joined["goal"])]
+    return [int(n) for n in joined.groupby([*keys, "goal"], dropna=False)["seed"].nunique()]
+
+
+def _seeds_text(best: pd.DataFrame, plan: pd.DataFrame, store: pd.DataFrame) -> str:
+    """How many seeds the drawn points average (from the points, not the plan: a slice or a
+    partly finished store draws means over fewer), e.g. ``mean over 2 seeds (of the plan's 8)``."""
+    planned = plan["seed"].nunique()
+    counts = sorted(set(_point_seeds(best, plan, store)))
+    if not counts:
+        return f"no point drawn yet (the plan has {planned} seed{'' if planned == 1 else 's'})"
+    low, high = counts[0], counts[-1]
+    seeds = f"{low}" if low == high else f"{low}-{high}"
+    text = f"mean over {seeds} seed{'' if high == 1 else 's'}"
+    return text if low == high == planned else f"{text} (of the plan's {planned})"
 
 
 def _test_images(plan: pd.DataFrame, store: pd.DataFrame) -> int | None:

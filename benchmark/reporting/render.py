@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchmark.reporting.agreement import agreement_lines, top_two_text
+from benchmark.reporting.agreement import agreement_lines, top_two_text, verdict_lines
 from benchmark.reporting.seedstats import WORSE
 from benchmark.reporting.tables import DECIMALS, HEADERS, Column, Table, Value
 from benchmark.store.records import skipped_line
@@ -17,7 +17,16 @@ LATEX_MACROS = r"""\newcommand{\first}[1]{\textbf{\color[HTML]{e55352}{#1}}}
 MARKDOWN_RANKS = {"first": "¹", "second": "²", "third": "³"}
 
 
-STATUS_TEXT = {"missing": "missing", "none": "---", "unavailable": "n/a"}
+# Metrics whose difference to the paper's value says something about the method.
+ACCURACY_LIKE = frozenset({"accuracy", "iou", "bleu"})
+
+
+STATUS_TEXT = {
+    "missing": "missing",
+    "none": "---",
+    "unavailable": "n/a",
+    "outside": "outside slice",
+}
 
 
 def _number(mean: float | None, std: float | None, metric: str, pm: str) -> str:
@@ -29,13 +38,14 @@ def _number(mean: float | None, std: float | None, metric: str, pm: str) -> str:
 
 
 def _paper_text(v: Value, metric: str, pm: str) -> str:
-    """The published value and the difference (reproduced - published)."""
+    """The published value and, for an accuracy-like metric, the difference (reproduced -
+    published): images/s and speedup depend on the device and model, not on the method alone."""
     if v.paper_missing:
         return "paper ---"
     if v.paper_mean is None:
         return "paper n/a"
     text = f"paper {_number(v.paper_mean, v.paper_std, metric, pm)}"
-    if v.mean is not None:
+    if v.mean is not None and metric in ACCURACY_LIKE:
         text += f", Δ {v.mean - v.paper_mean:+.{DECIMALS[metric]}f}"
     return text
 
@@ -51,9 +61,12 @@ def _column_label(c: Column, single_metric: bool, sep: str = ", ") -> str:
 
 
 def _summary(table: Table, store: str) -> list[str]:
+    missing = f"{table.missing}"
+    if table.outside:
+        missing = f"{table.missing - table.outside} inside the slice, {table.outside} outside it"
     lines = [
         f"{table.planned - table.missing} of {table.planned} planned runs found in {store}; "
-        f"missing: {table.missing}."
+        f"missing: {missing}."
     ]
     if table.skipped:
         lines.append(skipped_line(table.skipped, "not counted as found") + ".")
@@ -76,35 +89,92 @@ def _summary(table: Table, store: str) -> list[str]:
             "a goal sparsity (CS, STR, DST) reached no sparsity close to the column (see the "
             "notes)."
         )
+    statuses = {v.status for b in table.blocks for g in b.groups for ln in g for v in ln.values}
+    if "missing" in statuses:
+        lines.append(
+            "missing (n/m): n of the cell's m planned runs (seeds x configurations) have not "
+            "finished yet" + ("; the cell is inside the slice" if table_sliced(table) else "") + "."
+        )
+    if "outside" in statuses:
+        lines.append(
+            "outside slice (m/m): the cell's m planned runs are not part of this slice, so this "
+            "command neither runs nor counts them; not a missing result."
+        )
     lines += [f"Note: {n}" for n in table.notes]
     return lines
 
 
-def render_markdown(table: Table, store: str = "the store") -> str:
-    """GitHub Markdown: one pipe table per block; ¹²³ mark first/second/third best."""
+def table_sliced(table: Table) -> bool:
+    """Whether ``table`` shows a slice of its spec."""
+    return any(label.startswith("slice: ") for label in table.labels)
+
+
+def render_markdown(table: Table, store: str = "the store", width: int | None = None) -> str:
+    """GitHub Markdown: one pipe table per block; ¹²³ mark first/second/third best. With
+    ``width`` (a terminal's columns), a block wider than that is split into several pipe tables
+    of consecutive columns, each repeating the row labels."""
     out = [f"### {table.id} ({_scale_text(table)})", ""]
     for block in table.blocks:
         if block.title and len(table.blocks) > 1:
             out += [f"**{block.title}**", ""]
         single = len({c.metric for c in block.columns if c.goal is not None}) == 1
         header = ["Method", *(_column_label(c, single) for c in block.columns)]
-        out.append("| " + " | ".join(header) + " |")
-        out.append("|" + "|".join([":---", *("---:" for _ in block.columns)]) + "|")
+        rows: list[list[str]] = []
+        sections: set[int] = set()  # indexes in rows of the rules between groups
         for i, lines in enumerate(block.groups):
             if i > 0:
-                out.append(f"| *{lines[0].section if lines else ''}* |" + " |" * len(block.columns))
+                sections.add(len(rows))
+                rows.append([f"*{lines[0].section if lines else ''}*"] + [""] * len(block.columns))
             for line in lines:
                 cells = [
                     _md_cell(v, c.metric, table.with_paper)
                     for v, c in zip(line.values, block.columns, strict=True)
                 ]
-                out.append(f"| {line.label} | " + " | ".join(cells) + " |")
-        out.append("")
+                rows.append([line.label, *cells])
+        parts = _column_chunks([header, *rows], width)
+        for first, last in parts:
+            if len(parts) > 1:
+                out += [f"*columns {first}-{last} of {len(block.columns)}*", ""]
+            out += _pipe_table(header, rows, sections, (first, last))
+            out.append("")
     what = "accuracy" if table.metric == "accuracy" else HEADERS[table.metric]
     out.append(f"¹ ² ³: first, second and third best per column (unrounded mean test {what}).")
     out += agreement_lines(table.agreement, table.test_images)
+    out += verdict_lines(table.agreement, table.scale)
     out += _summary(table, store)
     return "\n".join(out) + "\n"
+
+
+def _pipe_table(
+    header: list[str], rows: list[list[str]], sections: set[int], span: tuple[int, int]
+) -> list[str]:
+    """The label column and the columns ``span`` (1-based, inclusive) of ``rows``."""
+    pick = [0, *range(span[0], span[1] + 1)]
+    out = ["| " + " | ".join(header[j] for j in pick) + " |"]
+    out.append("|" + "|".join([":---", *("---:" for _ in pick[1:])]) + "|")
+    for i, row in enumerate(rows):
+        if i in sections:
+            out.append(f"| {row[0]} |" + " |" * (len(pick) - 1))
+        else:
+            out.append(f"| {row[0]} | " + " | ".join(row[j] for j in pick[1:]) + " |")
+    return out
+
+
+def _column_chunks(rows: list[list[str]], width: int | None) -> list[tuple[int, int]]:
+    """Consecutive column ranges (1-based, inclusive) whose pipe tables fit in ``width``
+    characters (at least one column each); one range without a width."""
+    n = len(rows[0]) - 1
+    if not width or n == 0:
+        return [(1, n)]
+    widths = [max(len(r[j]) for r in rows) + 3 for j in range(n + 1)]  # "| x " per cell
+    chunks, start, used = [], 1, widths[0] + 1
+    for j in range(1, n + 1):
+        if j > start and used + widths[j] > width:
+            chunks.append((start, j - 1))
+            start, used = j, widths[0] + 1
+        used += widths[j]
+    chunks.append((start, n))
+    return chunks
 
 
 def _scale_text(table: Table) -> str:
@@ -117,7 +187,7 @@ def _scale_text(table: Table) -> str:
 def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
     if v.status in STATUS_TEXT:
         text = STATUS_TEXT[v.status]
-        if v.status == "missing" and v.planned:
+        if v.status in ("missing", "outside") and v.planned:
             text += f" ({v.missing}/{v.planned})"
     else:
         text = _number(v.mean, v.std, metric, " ± ")
@@ -133,9 +203,14 @@ def _md_cell(v: Value, metric: str, with_paper: bool) -> str:
 def render_latex(table: Table, store: str = "the store", preamble: bool = False) -> str:
     """A booktabs tabular per block with the paper's \\first/\\second/\\third colours."""
     macros = LATEX_MACROS if preamble else "\n".join(f"% {m}" for m in LATEX_MACROS.splitlines())
+    # The caption, not only a comment, says how the table was built (smoke scale, a slice,
+    # staged tuning): it is what survives when the table is pasted into a paper.
     out = [
         f"% prunebench table {table.id} ({_scale_text(table)}); needs booktabs and xcolor",
         macros,
+        r"\begin{table}[t]",
+        r"\centering",
+        rf"\caption{{{_tex(table.id)} ({_tex(_scale_text(table))})}}",
     ]
     for block in table.blocks:
         cols = block.columns
@@ -157,7 +232,9 @@ def render_latex(table: Table, store: str = "the store", preamble: bool = False)
                 ]
                 out.append(" & ".join([_tex(line.label), *cells]) + r" \\")
         out += [r"\bottomrule", r"\end{tabular}", ""]
+    out.append(r"\end{table}")
     agree = agreement_lines(table.agreement, table.test_images)
+    agree += verdict_lines(table.agreement, table.scale)
     out += [f"% {line}" for line in [*agree, *_summary(table, store)]]
     return "\n".join(out) + "\n"
 
@@ -192,7 +269,12 @@ def _tex(text: str) -> str:
 
 def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
     if v.status in STATUS_TEXT:
-        text = {"missing": r"\textit{missing}", "none": "---", "unavailable": "n/a"}[v.status]
+        text = {
+            "missing": r"\textit{missing}",
+            "none": "---",
+            "unavailable": "n/a",
+            "outside": r"\textit{outside slice}",
+        }[v.status]
     else:
         text = _number(v.mean, v.std, metric, r" {\small\textpm ")
         text += "}" if v.std is not None else ""
@@ -235,7 +317,11 @@ def table_frame(table: Table) -> pd.DataFrame:
                 if table.labels:  # a slice or staged tuning: said on every CSV row
                     row["built"] = "; ".join(table.labels)
                 if table.with_paper:
-                    diff = None if v.mean is None or v.paper_mean is None else v.mean - v.paper_mean
+                    diff = (
+                        None
+                        if v.mean is None or v.paper_mean is None or c.metric not in ACCURACY_LIKE
+                        else v.mean - v.paper_mean
+                    )
                     row |= {"paper_mean": v.paper_mean, "paper_std": v.paper_std, "diff": diff}
                     # The column's agreement with the paper (on the ranked metric's cells).
                     a = (

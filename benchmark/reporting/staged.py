@@ -20,6 +20,7 @@ does, when the full plan's runs are in the store.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ class StagedPlan:
     selected: pd.DataFrame  # per cell (goal placed), the configuration stage 1 selected
     decided: frozenset[str]  # the cells (keys of _cell_of) whose stage 1 is complete
     cells: int
+    # Dense parents (run ids) that the stage-2 runs of the undecided cells may need, whichever
+    # configuration they select, beyond the parents of run_ids() (see _worst_parents).
+    worst_parents: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def decided_cells(self) -> int:
@@ -107,9 +111,11 @@ def staged_plan(
     layout: TableLayout | None,
     rules: TableRules | None = None,
     weight: Mapping[str, float] | None = None,
+    parents: Mapping[str, str] | None = None,
 ) -> StagedPlan:
     """Both stages of ``plan`` given the finished runs of ``store`` (``weight``: run id ->
-    cost, to bound the undecided cells by their most expensive configurations)."""
+    cost, to bound the undecided cells by their most expensive configurations; ``parents``:
+    run id -> the run id of its dense parent, to bound the parents stage 2 may add)."""
     stage1 = stage_one(plan)
     cells = _cell_of(plan)
     joined = join_store(stage1, store)
@@ -122,7 +128,7 @@ def staged_plan(
     table_plan = pd.concat(
         [plan[in_decided & chosen], stage1[~_cell_of(stage1).isin(decided)]], ignore_index=True
     )
-    return StagedPlan(
+    staged = StagedPlan(
         full=plan,
         stage1=stage1,
         stage2=stage2.reset_index(drop=True),
@@ -132,6 +138,21 @@ def staged_plan(
         decided=frozenset(decided),
         cells=int(cells.nunique()),
     )
+    if parents:
+        staged.worst_parents = _worst_parents(plan[~in_decided], staged, parents)
+    return staged
+
+
+def _worst_parents(
+    undecided: pd.DataFrame, staged: StagedPlan, parents: Mapping[str, str]
+) -> list[str]:
+    """The dense parents of every stage-2 candidate of the undecided cells (any configuration
+    may be selected, and configurations can start from different parents) that the runs of
+    ``staged.run_ids()`` do not already need."""
+    rest = undecided[~undecided["run_id"].isin(staged.stage1["run_id"])]
+    known = {parents[r] for r in staged.run_ids() if r in parents}
+    maybe = dict.fromkeys(parents[r] for r in rest["run_id"] if r in parents)
+    return [p for p in maybe if p not in known]
 
 
 def _matches(plan: pd.DataFrame, selected: pd.DataFrame) -> pd.Series:

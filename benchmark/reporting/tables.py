@@ -55,7 +55,9 @@ DECIMALS |= {"iou": 2, "bleu": 2}
 RANKS = ("first", "second", "third")
 
 
-Status = Literal["ok", "partial", "missing", "none", "unavailable"]
+# "outside": a planned cell that a slice leaves out (not run by this command), as opposed to a
+# "missing" cell inside it whose runs have not finished yet.
+Status = Literal["ok", "partial", "missing", "none", "unavailable", "outside"]
 
 
 @dataclass
@@ -126,6 +128,7 @@ class Table:
     test_images: int | None = None
     # Store records that were named and skipped as unusable ("<file>: why"): said in the footer.
     skipped: list[str] = field(default_factory=list)
+    outside: int = 0  # planned runs outside the slice (counted in missing)
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -220,12 +223,13 @@ def build_table(
     )
     finished = set() if done is None else set(done.loc[done["status"].eq("finished"), "run_id"])
     ids = set(plan["run_id"])
-    labels = []
+    labels, outside = [], 0
     if within is not None and not within.everything:
+        outside = len(ids - set(within.apply(plan)["run_id"]))
         labels.append(f"slice: {within.label()}")
         notes.append(
-            f"slice ({within.label()}): every cell outside it is shown as missing, and only the "
-            "runs inside it count as found"
+            f"slice ({within.label()}): cells outside it read 'outside slice' (not run by this "
+            "command), and only the runs inside it count as found"
         )
     return Table(
         table_id,
@@ -239,6 +243,7 @@ def build_table(
         labels=labels,
         agreement=agreement,
         test_images=split_size(plan, store) if paper is not None else None,
+        outside=outside,
     )
 
 
@@ -304,8 +309,8 @@ def _unplaced_notes(
 
 
 def _outside(value: Value) -> Value:
-    """A cell outside the slice: missing, whatever the store holds."""
-    return Value(status="missing", planned=value.planned, missing=value.planned)
+    """A cell outside the slice: no value, whatever the store holds."""
+    return Value(status="outside", planned=value.planned, missing=value.planned)
 
 
 def _num(value: object) -> float | None:

@@ -38,6 +38,16 @@ class Calibration:
     measured: str = ""  # ISO time of the measurement
     torch: str = ""
     command: str = ""
+    threads: int = 0  # torch threads it ran with (0: not recorded, files before issue 35)
+    # images/s of each repeated timing; images_per_s is their median
+    timings: tuple[float, ...] = ()
+
+    def spread(self) -> str:
+        """E.g. ``median of 3 timings, 50-92 images/s``; "" for a single timing."""
+        if len(self.timings) < 2:
+            return ""
+        low, high = min(self.timings), max(self.timings)
+        return f"median of {len(self.timings)} timings, {low:,.0f}-{high:,.0f} images/s"
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -63,12 +73,18 @@ def read_calibrations(store: str | Path) -> list[Calibration]:
         raise CorruptFileError(path, f"unreadable ({err}); {_AGAIN}") from None
     names = {f.name for f in fields(Calibration)}
     try:
-        return [Calibration(**{k: v for k, v in e.items() if k in names}) for e in data["entries"]]
+        return [_entry({k: v for k, v in e.items() if k in names}) for e in data["entries"]]
     except (KeyError, TypeError, AttributeError) as err:
         raise CorruptFileError(path, f"not a calibration file ({err!r}); {_AGAIN}") from None
 
 
 _AGAIN = "delete it and measure again with prunebench calibrate"
+
+
+def _entry(fields_: dict[str, Any]) -> Calibration:
+    """A calibration from its JSON fields (a JSON list of timings back to a tuple)."""
+    fields_["timings"] = tuple(fields_.get("timings") or ())
+    return Calibration(**fields_)
 
 
 def write_calibrations(store: str | Path, new: list[Calibration]) -> Path:

@@ -14,6 +14,7 @@ run of the same model, dataset, precision and device.
 from __future__ import annotations
 
 import datetime
+import statistics
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -128,8 +129,38 @@ def measure(
     steps: int = 50,
     threads: int = 0,
     command: str = "",
+    repeats: int = 3,
 ) -> Calibration:
-    """Time ``steps`` training iterations of ``target`` on ``device`` (after the warm-up)."""
+    """Time ``steps`` training iterations of ``target`` on ``device`` (after the warm-up),
+    ``repeats`` times with a fresh trainer each; keeps the median and every timing."""
+    timings, peak, used = [], None, 0
+    for _ in range(repeats):
+        rate, peak, used = _time_once(target, device, bf16, batch, steps, threads)
+        timings.append(rate)
+    shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
+    dev = resolve_device(device)
+    batch = batch or paper_batch
+    return Calibration(
+        model=target.model,
+        dataset=target.dataset,
+        precision="bf16" if bf16 else "fp32",
+        device=device_label(dev),
+        images_per_s=statistics.median(timings),
+        batch_size=batch,
+        timed_iterations=steps,
+        peak_memory_bytes=peak,
+        measured=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        torch=torch.__version__,
+        command=command,
+        threads=used,
+        timings=tuple(timings),
+    )
+
+
+def _time_once(
+    target: Target, device: str, bf16: bool, batch: int | None, steps: int, threads: int
+) -> tuple[float, int | None, int]:
+    """One timing: (images/s, peak device memory or None, torch threads used)."""
     shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
     batch = batch or paper_batch
     dev = resolve_device(device)
@@ -157,24 +188,14 @@ def measure(
             if dev.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(dev)
             trainer = Trainer(cfg)
+            used = torch.get_num_threads()
             trainer.train_epoch(0)
             trainer.wait()
             throughput = trainer.state.throughput
     finally:
         DATASETS.discard(SYNTHETIC)
-    return Calibration(
-        model=target.model,
-        dataset=target.dataset,
-        precision="bf16" if bf16 else "fp32",
-        device=device_label(dev),
-        images_per_s=throughput.images_per_s,
-        batch_size=batch,
-        timed_iterations=throughput.images // batch,
-        peak_memory_bytes=int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None,
-        measured=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        torch=torch.__version__,
-        command=command,
-    )
+    peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
+    return throughput.images_per_s, peak, used
 
 
 def calibrate(
@@ -186,8 +207,9 @@ def calibrate(
     steps: int = 50,
     threads: int = 0,
     command: str = "",
+    repeats: int = 3,
 ) -> list[Calibration]:
-    """One measurement per target and precision."""
+    """One measurement (of ``repeats`` timings) per target and precision."""
     return [
         measure(
             t,
@@ -197,6 +219,7 @@ def calibrate(
             steps=steps,
             threads=threads,
             command=command,
+            repeats=repeats,
         )
         for t in targets
         for p in precisions

@@ -49,10 +49,12 @@ class CheckResult:
     passed: bool
     detail: str
     count: int = 0  # e.g. how many masked optimizer steps were checked
+    skipped: bool = False  # nothing to check for this method (passed, with the reason)
 
     def line(self) -> str:
-        """One readable line: PASS/FAIL, method, check and the numbers."""
-        return f"{'PASS' if self.passed else 'FAIL'}  {self.method}: {self.check}: {self.detail}"
+        """One readable line: PASS/FAIL/SKIP, method, check and the numbers (or why skipped)."""
+        word = "SKIP" if self.skipped else "PASS" if self.passed else "FAIL"
+        return f"{word}  {self.method}: {self.check}: {self.detail}"
 
 
 class ContractViolation(AssertionError):
@@ -61,6 +63,14 @@ class ContractViolation(AssertionError):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+
+
+class NothingToCheck(Exception):
+    """A check found nothing to check for this method (it reports SKIP with ``why``)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 def tiny_config(store: Path, *overrides: str) -> RunConfig:
@@ -187,14 +197,14 @@ class _RunChecks:
     def budget(self) -> str:
         epochs, budget = len(self.record["history"]), self.cfg.budget.epochs
         if not self.method_cls.budget_fields:
-            return f"{epochs} epochs (the method declares no budget fields)"
+            raise NothingToCheck(f"the method declares no budget fields (trained {epochs} epochs)")
         _require(epochs <= budget, f"trained {epochs} epochs, budget.epochs = {budget}")
         return f"{epochs} <= {budget} epochs"
 
     def goal_sparsity(self) -> str:
         m, goal = self.metrics, self.cfg.method.sparsity
         if not self.method_cls.info.sparsity_specifiable:
-            return f"not specifiable; reached {m['sparsity']:.4f}"
+            raise NothingToCheck(f"the sparsity is not specifiable; reached {m['sparsity']:.4f}")
         n = m["num_prunable"]
         pruned, want = n - m["nonzero_prunable"], round(goal * n)
         if getattr(self.cfg.method.params, "counting", "exact") == "reference":
@@ -293,6 +303,12 @@ def masks_hold(name: str, workdir: Path, overrides: Sequence[str] = ()) -> tuple
     for pname, p, mask in zip(masks.names, masks.params, masks.masks, strict=True):
         alive = int((p.detach()[mask == 0] != 0).sum())
         _require(alive == 0, f"after training, {alive} masked weights of {pname} are nonzero")
+    if not checked:
+        raise NothingToCheck(
+            "no optimizer step ran with a hard mask active (the method prunes at the end, or "
+            "never holds a hard mask), so no step could be checked; the final weights are "
+            "exact zeros where the final mask is zero"
+        )
     return f"pruned weights stayed zero after {checked} masked steps", checked
 
 
@@ -313,6 +329,8 @@ def _outcome(name: str, check: str, fn: Callable[[], str | tuple[str, int]]) -> 
         out = fn()
     except ContractViolation as err:
         return CheckResult(name, check, False, err.detail)
+    except NothingToCheck as err:
+        return CheckResult(name, check, True, err.why, skipped=True)
     except Exception as err:
         where = traceback.extract_tb(err.__traceback__)[-1]
         detail = f"raised {type(err).__name__}: {err} ({where.filename}:{where.lineno})"

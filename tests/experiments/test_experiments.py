@@ -188,7 +188,8 @@ def test_schedule_comparison_reproduces_end_to_end(reproduced, capsys):
     md = (reproduced / "out" / f"{name}.md").read_text()
     # The slice: seeds 0 and 1 of 8 (6 schedules x 2 sparsities x 4 budgets x 8 seeds).
     assert "slice: seeds 0, 1" in md.splitlines()[0]
-    assert "96 of 384 planned runs found" in md and "missing: 288" in md
+    assert "96 of 384 planned runs found" in md
+    assert "missing: 0 inside the slice, 288 outside it" in md
     rows = [line for line in md.splitlines() if line.startswith("| ") and "±" in line]
     assert [r.split(" | ")[0][2:] for r in rows] == ["FT", "LRW", "SLR", "CLR", "LLR", "ALLR"]
     assert all(r.count("±") == 8 for r in rows)
@@ -213,12 +214,12 @@ def test_bimp_vs_stable_reproduces_with_registered_methods(reproduced, capsys):
 
     md = (reproduced / "out" / "stable-unstable-results.md").read_text()
     lines = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
-    # The CI slice (seed 0 at 95%): numbers at 95% (one seed: no std), 90% and 99% missing.
+    # The CI slice (seed 0 at 95%): numbers at 95% (one seed: no std), 90% and 99% outside it.
     assert "slice: sparsities 95%; seeds 0" in md.splitlines()[0]
     assert "13 of 200 planned runs found" in md
     bimp = [cell.strip() for cell in lines["BIMP"].split("|")[2:-1]]
-    missing = [c.startswith("missing") for c in bimp]  # img/s, then 3 sub-columns per goal
-    assert missing == [False, True, True, True, False, False, False, True, True, True]
+    outside = [c.startswith("outside slice") for c in bimp]  # img/s, then 3 per goal
+    assert outside == [False, True, True, True, False, False, False, True, True, True]
     assert "±" not in lines["BIMP"]
     for label, method in [("GSM", "gsm"), ("DNW", "dnw"), ("LC", "lc"), ("GMP", "gmp")]:
         registered = method in METHODS

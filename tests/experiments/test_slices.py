@@ -100,7 +100,7 @@ def _table(store: Path, *flags: str, capsys: pytest.CaptureFixture) -> str:
     return capsys.readouterr().out
 
 
-def test_the_table_of_a_slice_marks_every_cell_outside_it_missing(
+def test_the_table_of_a_slice_marks_every_cell_outside_it_apart_from_missing_ones(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     store = tmp_path / "runs"
@@ -113,8 +113,17 @@ def test_the_table_of_a_slice_marks_every_cell_outside_it_missing(
     cells = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in body[1:]}
     bimp = [c.strip() for c in cells.pop("BIMP")]
     # img/s and the three sub-columns at 90% have values; 95% is outside the slice.
-    assert all("missing" not in c for c in bimp[:4]) and all("missing" in c for c in bimp[4:])
-    assert all("missing" in c for row in cells.values() for c in row)
+    assert all("outside" not in c for c in bimp[:4])
+    assert all(c.startswith("outside slice (") for c in bimp[4:])
+    assert all(c.strip().startswith("outside slice") for row in cells.values() for c in row)
+    # Issue 35: a cell outside the slice reads differently from a not-yet-run cell inside it,
+    # and the legend says what (n/m) counts.
+    assert "missing" not in out.split("¹ ²")[0]
+    assert "outside slice (m/m): the cell's m planned runs are not part of this slice" in out
+    assert "missing: 0 inside the slice, 192 outside it" in out
+    store.joinpath("x").mkdir()  # a store where BIMP at 90% has not run: missing, inside
+    inside = _table(store / "x", "--methods", "bimp", "--sparsities", "90", capsys=capsys)
+    assert "| missing (8/8) |" in inside and "missing (n/m): n of the cell's m planned" in inside
     # BIMP at 90% on its 8 seeds, of the smoke grid's 200 runs (issue 30).
     assert "8 of 200 planned runs found" in out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -27,17 +28,31 @@ def _grid_runs(store: Path) -> list:
     return grid_nodes(prepare(load_grid(SMOKE_GRID), store))
 
 
+def _groups(store: Path) -> dict[str, list]:
+    """The smoke grid's runs by method, as (run id, config)."""
+    groups: dict[str, list] = {}
+    for n in _grid_runs(store):
+        if n.in_grid:
+            groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
+    return groups
+
+
 def _cost(store: Path, device: str | None = None):
     from benchmark.cli.costs import cost_text
-
-    nodes = [n for n in _grid_runs(store) if n.in_grid]
-    groups: dict[str, list] = {}
-    for n in nodes:
-        groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
     from benchmark.store.results import Store
 
-    finished = {n.run_id for n in nodes if Store(store).is_finished(n.run_id)}
+    groups = _groups(store)
+    finished = {
+        rid for pairs in groups.values() for rid, _ in pairs if Store(store).is_finished(rid)
+    }
     return cost_text(groups, finished, str(store), device=device)
+
+
+def _calibrated_on_cpu(store: Path) -> None:
+    """A CPU calibration of the smoke grid's model (5,000 images/s, no peak memory)."""
+    from benchmark.store.calibration import Calibration, write_calibrations
+
+    write_calibrations(store, [Calibration("cnn_small", "digits", "fp32", "cpu", 5000.0, 128, 50)])
 
 
 def test_passes_count_each_method_s_epochs_fine_tuning_and_dense_parents_once() -> None:
@@ -76,7 +91,9 @@ def test_the_paper_dry_run_prints_passes_per_method_and_unknown_hours_with_the_c
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "unknown" not in err and "calibration" in err and "on cpu" in err
-    hours = float(re.search(r"\n  BIMP(?:\s+[\d,]+){4}\s+([\d,.]+)", err).group(1).replace(",", ""))
+    # BIMP priced at the dense harness's calibrated rate: at least that many hours.
+    found = re.search(r"\n  BIMP(?:\s+[\d,]+){4}\s+≥ ([\d,.]+)", err)
+    hours = float(found.group(1).replace(",", ""))
     expected = 1_728 * 200 * CIFAR10_PASS / entry["images_per_s"] / 3600
     assert hours == pytest.approx(expected, rel=0.01, abs=1.0)
 
@@ -174,3 +191,84 @@ def test_a_damaged_calibration_file_is_one_line_naming_it(
     err = capsys.readouterr().err
     assert f"prunebench: {path}:" in err and "prunebench calibrate" in err
     assert "Traceback" not in err
+
+
+def test_hours_at_a_dense_calibration_say_at_least_and_a_cpu_price_of_a_gpu_plan_says_so(
+    tmp_path: Path,
+) -> None:
+    from benchmark.cli.costs import cost_text
+
+    _calibrated_on_cpu(tmp_path)
+    text, est = _cost(tmp_path)
+    # The smoke grid's BIMP and IMP runs are priced at the dense harness's rate: lower bounds.
+    assert est.total.at_dense_rate == {"bimp", "imp"}
+    assert re.search(r"\n  bimp(?:\s+[\d,]+){4}\s+≥ [\d.]+", text)
+    assert re.search(r"\n  dense(?:\s+[\d,]+){4}\s+[\d.]+", text)  # dense is its own rate
+    assert re.search(r"the whole plan: \d+ passes, at least [\d.e-]+ h", text)
+    # A plan that runs on GPUs (a GPU profile, slurm, paper scale) priced from a CPU calibration.
+    groups = _groups(tmp_path)
+    gpu_text, _ = cost_text(groups, set(), str(tmp_path), suggest="cuda")
+    assert "priced on cpu, the only device measured, although this plan runs on GPUs" in gpu_text
+    assert "CPU hours, not GPU hours" in gpu_text
+    cpu_text, _ = cost_text(groups, set(), str(tmp_path), suggest="cpu")
+    assert "priced on cpu" not in cpu_text
+
+
+def test_peak_memory_says_what_is_not_measured_and_the_total_is_a_lower_bound(
+    tmp_path: Path,
+) -> None:
+    _calibrated_on_cpu(tmp_path)
+    text, _ = _cost(tmp_path)
+    assert "peak mem - = not measured for cnn_small/digits (fp32)" in text
+    assert "measured on CUDA devices only; a CPU run or calibration records none" in text
+    # A GPU run measured one workload's peak; another workload of the plan has none.
+    nodes = _grid_runs(tmp_path)
+    dense = next(n.cfg for n in nodes if n.cfg.method.name == "dense")
+    gpu = {"device": "cuda:0", "device_name": "NVIDIA H200"}
+    finish(tmp_path, dense, val=0.9, test=0.9, images_per_s=2000.0, environment=gpu,
+           peak_memory_bytes=3 * 2**30)  # fmt: skip
+    from benchmark.cli.costs import cost_text
+    from benchmark.config.parse import replace_section
+
+    other = replace_section(dense, model=dataclasses.replace(dense.model, name="cnn_wide"))
+    groups = {"dense": [(dense.run_id, dense)], "wide": [(other.run_id, other)]}
+    text, _ = cost_text(groups, set(), str(tmp_path), device="H200")
+    assert re.search(r"\n  total .* ≥ 3\.0 GiB", text)
+    assert "the largest measured is 3.0 GiB; unknown for cnn_wide/digits (fp32)" in text
+
+
+def test_calibrate_records_its_threads_and_repeated_timings_with_their_spread(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from benchmark.launch.settings import available_cores
+    from benchmark.store.calibration import read_calibrations
+
+    cal = ["calibrate", "--device", "cpu", "--models", "cnn_small", "--steps", "2"]
+    assert main([*cal, "--repeats", "3", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    (entry,) = read_calibrations(tmp_path)
+    # No --threads: the launcher's rule for one local run, as plain `run` follows.
+    assert entry.threads == available_cores()
+    assert len(entry.timings) == 3 and entry.images_per_s == sorted(entry.timings)[1]
+    assert f"{entry.threads} thread" in out and "median of 3 timings" in out
+    text, _ = _cost(tmp_path)
+    assert re.search(
+        rf"{entry.threads} threads?, median of 3 timings, [\d,]+-[\d,]+ images/s", text
+    )
+
+
+def test_plain_run_follows_the_launchers_thread_rule(tmp_path: Path) -> None:
+    import json as json_
+
+    from benchmark.launch.settings import available_cores
+
+    argv = ["run", "--set", f"output.dir='{tmp_path}'", "--set", "logging.progress=false",
+            "--set", "budget.epochs=1", "--set", "method.name=dense", "--json"]  # fmt: skip
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(argv) == 0
+    record = json_.loads(buffer.getvalue())
+    assert record["config"]["runtime"]["threads"] == available_cores()

@@ -99,8 +99,11 @@ def test_contract_runs_from_the_installed_package_against_an_outside_plugin(
     assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     good = [line for line in lines if f" {name}: " in line]
-    assert len(good) == 7 and all(line.startswith("PASS") for line in good), out.stdout
+    # It prunes at the end: the step-by-step mask check had nothing to check and says so.
+    (masks,) = [line for line in good if "hard masks hold after every step" in line]
+    assert masks.startswith("SKIP") and "prunes at the end" in masks, masks
+    assert len(good) == 7 and all(line.startswith("PASS") for line in good if line != masks)
     (sparsity,) = [line for line in lines if "half-prune: exact goal sparsity" in line]
     assert sparsity.startswith("FAIL"), out.stdout
     assert "expected round(0.8 * " in sparsity and "(sparsity 0.4000)" in sparsity, sparsity
-    assert out.stdout.splitlines()[-1].endswith("check(s) failed")
+    assert "check(s) failed (2 skipped" in out.stdout.splitlines()[-1]  # both mask checks

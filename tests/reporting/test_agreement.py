@@ -3,6 +3,7 @@ whether the paper's best row is in the top two (a tie counting against it), in t
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 
@@ -145,3 +146,49 @@ def test_without_the_papers_numbers_or_test_sizes_nothing_is_claimed():
     md = render_markdown(build_table("t", "smoke", layout, plan, store, paper=paper))
     assert "Agreement with the paper" in md and "test images" not in md
     assert split_size(plan, store) is None
+
+
+def test_the_agreement_lines_close_with_a_one_line_verdict():
+    from benchmark.reporting.agreement import verdict_lines
+
+    like = [column_agreement("s 90%", ROWS, [1, 2, 3, 4, 5], [1, 2, 3, 4, 5])]
+    unlike = [column_agreement("s 90%", ROWS, [5, 4, 3, 2, 1], [1, 2, 3, 4, 5])]
+    assert verdict_lines(like, "paper")[0].startswith("Verdict: ranks rows like the paper")
+    (line,) = verdict_lines(unlike, "smoke")
+    assert line.startswith("Verdict: does not rank rows like the paper at this scale: use --scale")
+    assert "use --scale" not in verdict_lines(unlike, "paper")[0] and verdict_lines([], "x") == []
+    plan, store, layout, paper = _table()
+    md = render_markdown(build_table("t", "smoke", layout, plan, store, paper=paper))
+    # Right after the agreement lines' "Overall" line.
+    after = md.split("columns.\n", 1)[1]
+    assert after.startswith("Verdict: ranks rows like the paper")
+    assert "% Verdict: " in render_latex(
+        build_table("t", "smoke", layout, plan, store, paper=paper)
+    )
+
+
+def test_the_paper_difference_is_shown_on_accuracy_like_metrics_only():
+    plan, store, layout, paper = _table()
+    layout = dataclasses.replace(layout, metrics=("accuracy", "speedup"))
+    speedups = paper.assign(metric="speedup", mean=20.0, std=0.0)
+    table = build_table("t", "smoke", layout, plan, store, paper=pd.concat([paper, speedups]))
+    md = render_markdown(table)
+    assert "(paper 93.00 ± 0.10, Δ " in md  # accuracy: reproduced - published
+    assert "(paper 20.0 ± 0.0)" in md and "(paper 20.0 ± 0.0, Δ" not in md  # speedup: no Δ
+    frame = pd.read_csv(io.StringIO(render_csv(table)))
+    assert frame.loc[frame["metric"].eq("speedup"), "diff"].isna().all()
+    assert frame.loc[frame["metric"].eq("accuracy"), "diff"].notna().all()
+
+
+def test_a_wide_markdown_table_is_split_to_the_width_asked():
+    plan, store, layout, paper = _table()
+    table = build_table("t", "smoke", layout, plan, store, paper=paper)
+    whole = render_markdown(table)
+    assert max(len(ln) for ln in whole.splitlines() if ln.startswith("|")) > 60
+    split = render_markdown(table, width=60)
+    pipes = [ln for ln in split.splitlines() if ln.startswith("|")]
+    assert max(len(ln) for ln in pipes) <= 60
+    assert "*columns 1-1 of 2*" in split and "*columns 2-2 of 2*" in split
+    # Every row label in each part, every cell once.
+    assert sum(ln.startswith("| C |") for ln in pipes) == 2
+    assert render_markdown(table, width=10_000) == whole

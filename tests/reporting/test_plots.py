@@ -178,3 +178,37 @@ def test_figures_explain_bands_references_and_rows_left_out(tmp_path):
     assert f"Not shown (no finished run at a plotted sparsity): {', '.join(rows)}." in (
         fig.get_suptitle()
     )
+
+
+def test_the_footer_counts_the_seeds_of_the_points_not_of_the_plan(tmp_path):
+    experiment = get_experiment("cifar10-envelope")
+    plan = experiment.plan("smoke", tmp_path)
+    store = synthetic_store(plan)
+    fig = FIGURES[experiment.plot](experiment, "smoke", plan, store)
+    assert "Points: mean over 2 seeds; shaded" in fig.get_suptitle()
+    # Only seed 0 has finished (a slice, or a store still filling): 1-seed means.
+    first = store[store["run_id"].isin(plan.loc[plan["seed"].eq(0), "run_id"])]
+    fig = FIGURES[experiment.plot](experiment, "smoke", plan, first)
+    assert "Points: mean over 1 seed (of the plan's 2); shaded" in fig.get_suptitle()
+
+
+def test_rows_that_draw_the_same_line_share_one_legend_entry_that_says_so():
+    from matplotlib.figure import Figure
+
+    from benchmark.reporting.plots import _shared_legend
+
+    fig = Figure()
+    for ax in fig.subplots(1, 2):
+        ax.plot([1, 2], [3, 4], label="GMP (linear, hard)")
+        ax.plot([1, 2], [3, 4], label="GMP (linear, soft)")
+        ax.plot([1, 2], [3, 5], label="BIMP")
+    _shared_legend(fig)
+    assert _labels(fig) == ["GMP (linear, hard) = GMP (linear, soft) (same line)", "BIMP"]
+    # Equal in one panel only: two lines, two entries.
+    fig = Figure()
+    left, right = fig.subplots(1, 2)
+    for ax, y in ((left, 4), (right, 6)):
+        ax.plot([1, 2], [3, 4], label="A")
+        ax.plot([1, 2], [3, y], label="B")
+    _shared_legend(fig)
+    assert _labels(fig) == ["A", "B"]

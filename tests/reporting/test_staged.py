@@ -88,6 +88,49 @@ def test_the_closing_note_gives_both_counts_the_seconds_saved_and_the_changed_ce
     assert "20.0 s (measured)" in note and "differs from the full procedure: 0 of 2" in note
 
 
+def test_the_worst_case_counts_the_dense_parents_any_selectable_configuration_needs() -> None:
+    from benchmark.reporting.staged import staged_plan
+
+    # Issue 35: configurations a and b of cell A start from different dense parents on each
+    # seed; whichever stage 1 selects, stage 2 needs that configuration's seed-1/2 parents.
+    plan = _plan()
+    parents = {r: f"P{r[1]}{r[2]}" for r in plan["run_id"] if r.startswith("A")}
+    parents |= {r: f"Q{r[2]}" for r in plan["run_id"] if r.startswith("B")}
+    staged = staged_plan(plan, pd.DataFrame(), None, parents=parents)
+    # The worst case (two runs of one configuration) brings the parents of its own runs; the
+    # other configuration's Pa1/Pa2 or Pb1/Pb2 may be needed too.
+    own = {parents[r] for r in staged.run_ids()}
+    assert len(staged.worst_parents) == 2 and not own & set(staged.worst_parents)
+    assert own | set(staged.worst_parents) == set(parents.values())
+    # Once cell A has selected, nothing is left to bound.
+    vals = {"Aa0": 0.8, "Ab0": 0.85} | {f"Bc{s}": 0.5 for s in range(3)}
+    assert staged_plan(plan, _store(vals), None, parents=parents).worst_parents == []
+
+
+@pytest.mark.slow
+def test_a_staged_dry_run_bounds_runs_passes_and_disk_with_the_parents_stage_two_may_need(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # The issue's GSM+LC slice at paper scale: its configurations start from different dense
+    # parents; the dry run's "at most" and the disk line are the staged plan's, parents included.
+    store = tmp_path / "runs"
+    argv = ["reproduce", "stable-unstable-results", "--scale", "paper", "--methods", "gsm,lc",
+            "--sparsities", "90", "--staged", "--dry-run", "--store", str(store)]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    stage1, stage2, more = map(int, re.search(
+        r"stage 1 \(first seed, every configuration\) ([\d,]+) runs; stage 2 .*? at most "
+        r"([\d,]+) runs and up to ([\d,]+) more dense parents", err
+    ).groups())  # fmt: skip
+    parents = int(re.search(r"dense parents +(\d+)", err).group(1))
+    at_most = int(
+        re.search(r"staged tuning : at most ([\d,]+) runs", err).group(1).replace(",", "")
+    )
+    assert more > 0 and at_most >= stage1 + stage2 + more
+    disk = re.search(r"disk: weights of the (\d+) missing runs of staged tuning \(at most\)", err)
+    assert disk and int(disk.group(1)) == stage1 + stage2 and parents
+
+
 @pytest.mark.parametrize("ran", [False, True])
 def test_reproduce_dry_run_prints_both_plans_runs_and_device_hours(
     tmp_path: Path, capsys: pytest.CaptureFixture, ran: bool
@@ -184,3 +227,46 @@ def test_export_records_staged_tuning_and_its_selection(
     assert frame["selected"].any() and not frame["selected"].all()
     assert main(["export", ENVELOPE, "--store", str(store)]) == 0
     assert set(pd.read_csv(io.StringIO(capsys.readouterr().out))["procedure"]) == {"full"}
+
+
+def test_submit_staged_runs_a_grid_by_staged_tuning_and_the_table_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    grid, store = _grid(tmp_path), tmp_path / "runs"
+    argv = ["submit", str(grid), "--staged", "--executor", "debug", "--threads", "1"]
+    # The dry run: stage 1 (2 cells x 3 configurations x seed 0) and at most 2 x 2 more seeds.
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "stage 1 (first seed, every configuration) 6 runs" in out
+    assert "at most 4 runs (0 of 2 cells selected so far) instead of the full grid's 18" in out
+    assert "would submit 10 runs" in out and not store.exists()
+    # Locally both stages run in one command: 10 runs, not the grid's 18.
+    assert main(argv) == 0
+    assert len(list(store.glob("*.json"))) == 10
+    capsys.readouterr()
+    assert main(["table", str(grid), "--staged"]) == 0
+    note = capsys.readouterr().out.split("Note: ")[-1]
+    assert "staged tuning: 10 runs instead of the full procedure's 18 (8 fewer); 2 of 2" in note
+
+
+def test_reproduce_of_a_grid_file_points_to_submit_staged(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    grid = _grid(tmp_path)
+    assert main(["reproduce", str(grid), "--staged"]) == 2
+    err = capsys.readouterr().err
+    assert f"prunebench submit {grid} [--staged]" in err
+
+
+@pytest.mark.slow
+def test_the_whole_cifar10_tables_staged_bound_is_the_count_stage_two_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # Issue 35: the dry run said at most 3,306 runs; run through, staged tuning trained 3,310
+    # (stage 2 brought 4 dense parents the heaviest configurations did not need) and 530,800
+    # passes: the bound now holds both (the passes price each cell at its heaviest configuration).
+    argv = ["reproduce", "appendix-cifar10-results", "--scale", "paper", "--staged", "--dry-run"]
+    assert main([*argv, "--store", str(tmp_path / "runs")]) == 0
+    err = capsys.readouterr().err
+    assert "at most 54 runs and up to 4 more dense parents" in err
+    assert "staged tuning : at most 3,310 runs, 531,440 passes" in err

@@ -26,7 +26,7 @@ def test_smoke_figure_title_leads_with_what_ran_and_its_seeds(tmp_path):
     title = fig.get_suptitle()
     assert title.startswith("Smoke scale: digits, cnn_wide")
     assert "stand-in for: ResNet-56/CIFAR-10" in title
-    assert "mean over 2 seeds" in title
+    assert "no point drawn yet (the plan has 2 seeds)" in title  # an empty store
 
 
 def test_smoke_stable_unstable_figure_names_its_data_and_what_it_does_not_show(tmp_path):
@@ -88,3 +88,16 @@ def test_paper_scale_says_paper_scale_without_expanding_anything(tmp_path):
     experiment = get_experiment(TABLE)
     assert scale_text(experiment, "paper", tmp_path) == "paper scale"
     assert title(experiment, "paper", tmp_path).endswith("(paper scale)")
+
+
+def test_the_latex_caption_carries_the_smoke_slice_and_staged_labels(tmp_path):
+    from benchmark.experiments.slices import parse_slice
+    from benchmark.reporting.staged import LABEL
+
+    spec = get_experiment("appendix-cifar10-results")
+    within = parse_slice("bimp", None, None, None)
+    table = rebuild(spec, "smoke", tmp_path, within=within)
+    table.labels.append(LABEL)  # as a staged command labels it
+    caption = next(ln for ln in render_latex(table).splitlines() if ln.startswith(r"\caption{"))
+    assert caption.startswith(r"\caption{appendix-cifar10-results (smoke scale: digits")
+    assert "slice: methods bimp" in caption and LABEL in caption

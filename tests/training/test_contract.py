@@ -220,3 +220,22 @@ def test_two_processes_equal_one_process(
     assert m2["nonzero_prunable"] == m1["nonzero_prunable"]
     losses = [h["train_loss"] for h in one["history"]]
     assert [h["train_loss"] for h in two["history"]] == pytest.approx(losses, rel=1e-5)
+
+
+def test_a_mask_check_that_checked_no_step_says_skip_with_why(tmp_path: Path) -> None:
+    # The fixture plugin prunes at the end: no step runs with a hard mask, so nothing was
+    # checked step by step (issue 35: this printed PASS "after 0 masked steps").
+    result = check_masks(FIXTURE_PLUGIN, tmp_path)
+    assert result.skipped and result.count == 0 and result.passed
+    assert result.line().startswith("SKIP  ") and "prunes at the end" in result.line()
+    assert "PASS" not in result.line()
+
+
+def test_a_method_whose_plugin_is_not_installed_gets_an_install_hint() -> None:
+    from benchmark.core.errors import ConfigError
+    from methods import get_method
+
+    with pytest.raises(ConfigError) as err:
+        get_method("my-prune-at-end")
+    assert "method.name" in str(err.value) and "'bimp'" in str(err.value)
+    assert "pip install" in str(err.value) and "prunebench.methods" in str(err.value)

@@ -445,40 +445,14 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return schedule_cli.run(args)
 
 
-def _experiment_commands() -> dict[str, Any]:
-    from benchmark.cli import experiments as experiments_cli
+def _group_commands() -> dict[str, Any]:
+    """The subcommands of the modules that hold one group each (experiments, listing, ...)."""
+    import importlib
 
-    return experiments_cli.COMMANDS
-
-
-def _listing_commands() -> dict[str, Any]:
-    from benchmark.cli import listing as listing_cli
-
-    return listing_cli.COMMANDS
-
-
-def _cost_commands() -> dict[str, Any]:
-    from benchmark.cli import costs as costs_cli
-
-    return costs_cli.COMMANDS
-
-
-def _launch_commands() -> dict[str, Any]:
-    from benchmark.cli import launch as launch_cli
-
-    return launch_cli.COMMANDS
-
-
-def _report_commands() -> dict[str, Any]:
-    from benchmark.cli import report as report_cli
-
-    return report_cli.COMMANDS
-
-
-def _storage_commands() -> dict[str, Any]:
-    from benchmark.cli import storage as storage_cli
-
-    return storage_cli.COMMANDS
+    found: dict[str, Any] = {}
+    for group in ("experiments", "listing", "launch", "report", "storage", "costs"):
+        found.update(importlib.import_module(f"benchmark.cli.{group}").COMMANDS)
+    return found
 
 
 COMMANDS = {
@@ -489,12 +463,7 @@ COMMANDS = {
     "show": cmd_show,
     "schedule": cmd_schedule,
     "fake-data": cmd_fake_data,
-    **_experiment_commands(),
-    **_listing_commands(),
-    **_launch_commands(),
-    **_report_commands(),
-    **_storage_commands(),
-    **_cost_commands(),
+    **_group_commands(),
 }
 
 

@@ -177,9 +177,9 @@ def execute_packed(
     with contextlib.ExitStack() as locks:
         started = open_sessions(cfgs, locks, results, force=force)
         runs = []
-        for i, session in started:
+        for i, session, rng in started:
             session.trainer.stream_only = True
-            runs.append(packed_run(session, i, results))
+            runs.append(packed_run(session, i, results, rng))
         drive_packed(runs)
     return [r if r is not None else RuntimeError("not run") for r in results]
 
@@ -190,8 +190,9 @@ def open_sessions(
     results: list[Any],
     *,
     force: bool = False,
-) -> list[tuple[int, Any]]:
-    """Validate ``cfgs``, lock and start (or resume) each run: its index and session.
+) -> list[tuple[int, Any, RngState]]:
+    """Validate ``cfgs``, lock and start (or resume) each run: its index, its session and its
+    random number generators as they stood right after its trainer was built (and resumed).
 
     A run locked elsewhere, finished before or failing to start gets its outcome in
     ``results[index]`` instead; the locks are held until ``locks`` closes.
@@ -225,11 +226,13 @@ def open_sessions(
         if not isinstance(session, Session):
             results[i] = session  # finished before
             continue
-        started.append((i, session))
+        started.append((i, session, RngState.capture(session.trainer.device)))
     return started
 
 
-def packed_run(session: Any, index: int, results: list[Any], own_stream: bool = True) -> PackedRun:
+def packed_run(
+    session: Any, index: int, results: list[Any], rng: RngState, own_stream: bool = True
+) -> PackedRun:
     """The pack entry of a started run: its outcome lands in ``results[index]``.
 
     ``own_stream``: the run's steps on a CUDA stream of its own (not for an array's runs, whose
@@ -249,7 +252,7 @@ def packed_run(session: Any, index: int, results: list[Any], own_stream: bool = 
         name=session.cfg.run_id,
         steps=trainer.fit_steps(),
         device=trainer.device,
-        rng=RngState.capture(trainer.device),
+        rng=rng,
         on_done=done,
         on_error=failed,
         own_stream=own_stream,

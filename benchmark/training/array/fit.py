@@ -107,7 +107,7 @@ def execute_array(
     results: list[dict[str, Any] | BaseException | None] = [None] * len(cfgs)
     with contextlib.ExitStack() as locks:
         started = open_sessions(cfgs, locks, results, force=force)
-        trainers = [session.trainer for _, session in started]
+        trainers = [session.trainer for _, session, _ in started]
         array = None
         if len(trainers) > 1:
             why = why_not_together(trainers)
@@ -118,9 +118,9 @@ def execute_array(
             else:
                 array = ArrayStep(trainers, layout)
         runs = []
-        for k, (i, session) in enumerate(started):
+        for k, (i, session, rng) in enumerate(started):
             session.trainer.stream_only = True
-            run = packed_run(session, i, results, own_stream=array is None)
+            run = packed_run(session, i, results, rng, own_stream=array is None)
             if array is not None:
                 _join(run, array, k)
             runs.append(run)

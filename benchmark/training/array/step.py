@@ -141,7 +141,9 @@ class ArrayStep:
             }
             total = torch.stack(list(losses.values())).sum()
         stacked.zero_grad()
-        total.backward()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "grad and param do not obey")
+            total.backward()
         self.sgd.step()
         for k, (x, _, step) in batches.items():
             trainer = self.trainers[k]

@@ -197,6 +197,15 @@ def add_runs_per_gpu(p: argparse.ArgumentParser) -> None:
         "its own CUDA stream; each keeps its own record, checkpoint and result). One small "
         "run leaves most of a GPU idle; benchmark.bench.pack measures what K pays on a card",
     )
+    p.add_argument(
+        "--array",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train up to K compatible runs of each job as one array model (same model, data "
+        "set, epochs, precision; dense, IMP, BIMP, Renda, GMP); the others are packed "
+        "(--runs-per-gpu), with one line saying why. benchmark.bench.array measures it",
+    )
 
 
 def launch_settings(args: argparse.Namespace) -> Any:
@@ -208,6 +217,7 @@ def launch_settings(args: argparse.Namespace) -> Any:
         workers=args.workers,
         runs_per_task=args.runs_per_task,
         runs_per_gpu=args.runs_per_gpu,
+        array=args.array,
         threads=args.threads,
         max_requeues=args.max_requeues,
         hold=args.hold,

@@ -18,6 +18,7 @@ import submitit
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
+from benchmark.launch.arrays import array_lines
 from benchmark.launch.expansion import Expansion, expand
 from benchmark.launch.grid import MAX_CELLS, Grid
 from benchmark.launch.planning import (
@@ -52,6 +53,7 @@ class SubmitResult:
     dry_run: bool = False
     submitted_runs: list[str] = field(default_factory=list)
     runs_per_gpu: int = 1
+    array: int = 1
 
     def summary(self) -> str:
         """A few lines for the terminal."""
@@ -79,6 +81,8 @@ class SubmitResult:
                 f"  each job trains up to {self.runs_per_gpu} runs at once on its device, in one "
                 "process (--runs-per-gpu)"
             )
+        if self.array > 1:
+            lines += array_lines(self.specs, self.array)
         lines.append(
             f"skipped: {len(p.finished)} finished, {len(p.active)} already queued or running, "
             f"{len(p.failed)} failed (resubmit with --retry-failed), "
@@ -130,6 +134,7 @@ def submit_grid(
         plan = make_plan(nodes, Store(store), index, states, retry_failed, records)
         result = SubmitResult(grid.name, settings.executor, plan, dry_run=dry_run)
         result.runs_per_gpu = settings.runs_per_gpu
+        result.array = settings.array
         if settings.executor == "slurm":
             levels = slurm_specs(plan, settings.task_runs())
         else:
@@ -457,7 +462,7 @@ def _threads_note(nodes: Sequence[Node], settings: LaunchSettings) -> str:
 def _task(nodes: Sequence[Node], settings: LaunchSettings, isolate: bool = True) -> GridTask:
     """The job of ``nodes``: their configs with the threads the one rule gives them."""
     configs = [with_threads(n.cfg, settings) for n in nodes]
-    return GridTask(configs, isolate=isolate, pack=settings.runs_per_gpu)
+    return GridTask(configs, isolate=isolate, pack=settings.runs_per_gpu, array=settings.array)
 
 
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:

@@ -39,10 +39,11 @@ from benchmark.bench.throughput import (
 )
 from benchmark.data.base import DATASETS
 from benchmark.training.array.check import check_array
+from benchmark.training.array.fit import array_epoch
 from benchmark.training.array.stack import LAYOUTS
 from benchmark.training.array.step import ArrayStep
 from benchmark.training.device import configure_kernels, resolve_device, sync
-from benchmark.training.packing import PackedRun, RngState, drive_packed
+from benchmark.training.packing import RngState
 from benchmark.training.trainer import Trainer
 
 # ResNet-56's three stages: (channels, pixels per side).
@@ -114,23 +115,12 @@ def array_harness(args: argparse.Namespace, model: str, k: int, layout: str) -> 
     trainers = [Trainer(cfg) for _ in range(k)]
     rngs = [RngState.capture(t.device) for t in trainers]
     ArrayStep(trainers, layout)
-
-    def epoch(e: int) -> float:
-        runs = [
-            PackedRun(f"run {i}", t.epoch_steps(e), t.device, rngs[i], own_stream=False)
-            for i, t in enumerate(trainers)
-        ]
-        sync(args.dev)
-        start = time.perf_counter()
-        drive_packed(runs)
-        sync(args.dev)
-        for run in runs:
-            if run.error is not None:
-                raise run.error
-        return time.perf_counter() - start
-
-    epoch(0)
-    return sum(t.data.num_train for t in trainers) / epoch(1)
+    array_epoch(trainers, 0, rngs)  # warm-up
+    sync(args.dev)
+    start = time.perf_counter()
+    array_epoch(trainers, 1, rngs)
+    sync(args.dev)
+    return sum(t.data.num_train for t in trainers) / (time.perf_counter() - start)
 
 
 def model_part(args: argparse.Namespace) -> None:

@@ -44,6 +44,13 @@ def add_parsers(sub: Any) -> None:
     cal.add_argument("--steps", type=int, default=50, help="timed iterations (at least)")
     cal.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     cal.add_argument("--store", default=DEFAULT_STORE, help="results store the file goes to")
+    cal.add_argument(
+        "--array",
+        type=int,
+        default=1,
+        metavar="K",
+        help="time K runs trained as one array model (submit --array K prices with it)",
+    )
 
 
 def add_estimate_arg(p: argparse.ArgumentParser) -> None:
@@ -77,7 +84,8 @@ def _precisions(text: str) -> list[str]:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``prunebench calibrate``: measure, print and keep the images/s of each model."""
     precisions = _precisions(args.precision)
-    for flag, value, low in (("--batch", args.batch, 0), ("--steps", args.steps, 1)):
+    bounds = (("--batch", args.batch, 0), ("--steps", args.steps, 1), ("--array", args.array, 1))
+    for flag, value, low in bounds:
         if value < low:
             raise ConfigError(flag, value, f"an integer >= {low}")
     if args.threads < 0:
@@ -104,12 +112,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         steps=args.steps,
         threads=args.threads,
         command=command,
+        array=args.array,
     )
     path = write_calibrations(args.store, found)
     for c in found:
         peak = f", peak memory {_bytes(c.peak_memory_bytes)}" if c.peak_memory_bytes else ""
+        arrayed = f", {c.array} runs as one array" if c.array > 1 else ""
         print(
-            f"{c.model}/{c.dataset} ({c.precision}) on {c.device}: {c.images_per_s:,.0f} "
+            f"{c.model}/{c.dataset} ({c.precision}{arrayed}) on {c.device}: {c.images_per_s:,.0f} "
             f"images/s (batch {c.batch_size}, {c.timed_iterations} timed iterations{peak})"
         )
     print(f"wrote {path}")
@@ -134,19 +144,21 @@ def cost_text(
     heading: str = "",
     records: Sequence[Mapping] | None = None,
     suggest: str = "cuda",
+    array: int = 1,
 ) -> tuple[str, Any]:
     """The cost lines of ``groups`` of (run id, config) (and their dense parents), and the
     estimate.
 
     ``device``: the ``--estimate-device`` asked for (None: the best-measured device);
-    ``suggest``: the device the calibrate command names when nothing is measured.
+    ``suggest``: the device the calibrate command names when nothing is measured; ``array``:
+    runs trained as arrays of up to that many (``--array``), priced at a calibrated array rate.
     """
     from benchmark.launch.estimate import Throughputs, estimate, workload
 
     throughputs = Throughputs.of_store(store, records)
     workloads = {workload(c) for pairs in groups.values() for _, c in pairs}
     chosen = throughputs.choose_device(workloads, device)
-    est = estimate(groups, finished, throughputs, chosen)
+    est = estimate(groups, finished, throughputs, chosen, array)
     where = chosen or (f"{device} (not measured)" if device else "no measured device")
     lines = [f"cost{heading}, device-hours on {where} (training steps at measured images/s):"]
     header = ("", "runs", "missing", "passes", "passes to run", "device-hours to run", "peak mem")

@@ -274,7 +274,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         from benchmark.cli.disk import submit_disk_line
 
-        print_grid_cost(expansion, store, args.estimate_device, settings.executor)
+        print_grid_cost(expansion, store, args.estimate_device, settings.executor, settings.array)
         print(submit_disk_line(result), flush=True)
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
@@ -287,7 +287,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def print_grid_cost(
-    expansion: Any, store: Path, device: str | None, executor: str = "local"
+    expansion: Any, store: Path, device: str | None, executor: str = "local", array: int = 1
 ) -> None:
     """A grid's cost per method, for its dense parents and in total (``submit --dry-run``)."""
     from benchmark.cli.costs import cost_text, suggested_device
@@ -303,7 +303,7 @@ def print_grid_cost(
     heading = f" of grid {expansion.grid.name}"
     suggest = suggested_device(executor=executor)
     text, _ = cost_text(groups, finished, str(store), device=device, heading=heading,
-                        suggest=suggest)  # fmt: skip
+                        suggest=suggest, array=array)  # fmt: skip
     print(text)
 
 

@@ -128,8 +128,10 @@ def measure(
     steps: int = 50,
     threads: int = 0,
     command: str = "",
+    array: int = 1,
 ) -> Calibration:
-    """Time ``steps`` training iterations of ``target`` on ``device`` (after the warm-up)."""
+    """Time ``steps`` training iterations of ``target`` on ``device`` (after the warm-up); with
+    ``array`` > 1, of that many runs trained as one array model (images/s of all of them)."""
     shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
     batch = batch or paper_batch
     dev = resolve_device(device)
@@ -156,10 +158,16 @@ def measure(
             validate(cfg)
             if dev.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(dev)
-            trainer = Trainer(cfg)
-            trainer.train_epoch(0)
-            trainer.wait()
-            throughput = trainer.state.throughput
+            trainers = [Trainer(cfg) for _ in range(array)]
+            if array > 1:
+                from benchmark.training.array.fit import ArrayStep, RngState, array_epoch
+
+                ArrayStep(trainers)
+                array_epoch(trainers, 0, [RngState.capture(dev) for _ in trainers])
+            else:
+                trainers[0].train_epoch(0)
+            trainers[0].wait()
+            throughput = trainers[0].state.throughput
     finally:
         DATASETS.discard(SYNTHETIC)
     return Calibration(
@@ -167,13 +175,15 @@ def measure(
         dataset=target.dataset,
         precision="bf16" if bf16 else "fp32",
         device=device_label(dev),
-        images_per_s=throughput.images_per_s,
+        # An array's runs share one wall-clock: each run's rate is the array's over K.
+        images_per_s=throughput.images_per_s * array,
         batch_size=batch,
         timed_iterations=throughput.images // batch,
         peak_memory_bytes=int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None,
         measured=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         torch=torch.__version__,
         command=command,
+        array=array,
     )
 
 
@@ -186,8 +196,9 @@ def calibrate(
     steps: int = 50,
     threads: int = 0,
     command: str = "",
+    array: int = 1,
 ) -> list[Calibration]:
-    """One measurement per target and precision."""
+    """One measurement per target and precision (of arrays of ``array`` runs when > 1)."""
     return [
         measure(
             t,
@@ -197,6 +208,7 @@ def calibrate(
             steps=steps,
             threads=threads,
             command=command,
+            array=array,
         )
         for t in targets
         for p in precisions

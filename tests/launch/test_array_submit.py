@@ -51,3 +51,37 @@ def test_an_arrayed_grid_stores_every_run_as_its_own(
     for record in records.values():
         if "array" in record["metrics"]:
             assert record["run_id"] in record["metrics"]["array"]["runs"]
+
+
+def test_calibrate_measures_arrays_and_the_dry_run_prices_runs_that_fit_one_at_its_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    import json
+
+    from benchmark.cli.costs import cost_text
+    from benchmark.launch import grid_nodes, prepare
+    from benchmark.launch.grid import load_grid
+
+    cal = ["calibrate", "--device", "cpu", "--models", "cnn_small", "--steps", "3", "--threads"]
+    for flags in ([], ["--array", "2"]):
+        assert main([*cal, "1", "--store", str(tmp_path), *flags]) == 0
+    assert "cnn_small/digits (fp32, 2 runs as one array) on cpu" in capsys.readouterr().out
+    entries = json.loads((tmp_path / "calibration" / "throughput.json").read_text())["entries"]
+    rate = {e.get("array", 1): e["images_per_s"] for e in entries}
+    assert sorted(rate) == [1, 2]
+    groups: dict[str, list] = {}
+    for n in grid_nodes(prepare(load_grid(GRID), tmp_path)):
+        groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
+    _, alone = cost_text(groups, set(), str(tmp_path))
+    text, arrayed = cost_text(groups, set(), str(tmp_path), array=4)
+    # Every run of the smoke grid can share an array: all priced at the array's rate.
+    assert arrayed.total.all_hours == pytest.approx(alone.total.all_hours * rate[1] / rate[2])
+    assert "arrays of 2 runs" in text
+
+
+def test_calibrate_refuses_an_array_below_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    args = ["calibrate", "--device", "cpu", "--models", "cnn_small", "--array", "0"]
+    assert main([*args, "--store", str(tmp_path)]) == 2
+    assert "--array = 0 is invalid; allowed: an integer >= 1" in capsys.readouterr().err

@@ -19,7 +19,14 @@ from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.training.array.stack import LAYOUTS
 from benchmark.training.array.step import ArrayStep, method_fuses, model_fuses
-from benchmark.training.packing import drive_packed, open_sessions, pack_key, packed_run
+from benchmark.training.packing import (
+    PackedRun,
+    RngState,
+    drive_packed,
+    open_sessions,
+    pack_key,
+    packed_run,
+)
 from methods import get_method
 
 
@@ -126,6 +133,20 @@ def execute_array(
             runs.append(run)
         drive_packed(runs)
     return [r if r is not None else RuntimeError("not run") for r in results]
+
+
+def array_epoch(trainers: Sequence[Any], epoch: int, rngs: list[RngState]) -> None:
+    """Train epoch ``epoch`` of trainers joined by one :class:`ArrayStep` (timing benchmarks
+    and calibration: no store); ``rngs`` are their generators, updated; raises a run's error."""
+    runs = [
+        PackedRun(t.cfg.run_id, t.epoch_steps(epoch), t.device, rngs[i], own_stream=False)
+        for i, t in enumerate(trainers)
+    ]
+    drive_packed(runs)
+    for i, run in enumerate(runs):
+        if run.error is not None:
+            raise run.error
+        rngs[i] = run.rng
 
 
 def _join(run: Any, array: ArrayStep, k: int) -> None:

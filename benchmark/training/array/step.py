@@ -55,10 +55,12 @@ class MemberRunner:
     """Stands in for a run's :class:`~benchmark.training.fast_step.StepRunner`: hands each
     iteration to the array rather than stepping alone."""
 
-    def __init__(self, array: ArrayStep, index: int) -> None:
+    def __init__(self, array: ArrayStep, index: int, alone: StepPlan) -> None:
         self.array = array
         self.index = index
-        self.plan = StepPlan()
+        # ``alone``: the run's plan had it trained alone; the array's step is eager for now.
+        why = "trained in an array, whose step is not captured" if alone.capture else ""
+        self.plan = StepPlan(channels_last=alone.channels_last, why_eager=why)
         self.stats = StepStats()
 
     def invalidate(self) -> None:
@@ -93,7 +95,7 @@ class ArrayStep:
         self.pending: dict[int, tuple[Tensor, Tensor, int]] = {}
         self.steps = 0
         for k, trainer in enumerate(trainers):
-            trainer.runner = MemberRunner(self, k)
+            trainer.runner = MemberRunner(self, k, trainer.runner.plan)
             trainer.stream_only = True  # the array's memory peak is no run's own
 
     def record(self) -> dict[str, Any]:

@@ -54,10 +54,12 @@ stamp "layer"
 timeout 50 $PY -m benchmark.bench.array --device cuda --parts layer --k 1,2,4,8,16,32 \
     --iters 20 2>&1 | tee "$LOGS/layer.log"
 
-# 4. Arrays: whole ResNet-56 at K = 1..32 (vmap), bf16 and fp32, against packing and one run.
+# 4. Arrays: whole ResNet-56 at K = 1..32 (vmap and loop layouts), bf16 and fp32, against
+#    packing and one run (each K's line is printed as soon as it is measured).
 stamp "arrays"
 timeout 170 $PY -m benchmark.bench.array --device cuda --parts model --k 1,2,4,8,16,32 \
-    --pack-k 1,4,16 --layouts vmap --modes fast-bf16,fast --iters 20 2>&1 | tee "$LOGS/arrays.log"
+    --pack-k 1,4,16 --layouts vmap,loop --modes fast-bf16,fast --iters 10 2>&1 \
+    | tee "$LOGS/arrays.log"
 
 # 5. Arrays: four runs alone against the same runs as one array, on the GPU.
 stamp "equality"

@@ -161,8 +161,9 @@ def measure(
             trainers = [Trainer(cfg) for _ in range(array)]
             if array > 1:
                 from benchmark.training.array.fit import ArrayStep, RngState, array_epoch
+                from benchmark.training.array.stack import default_layout
 
-                ArrayStep(trainers)
+                ArrayStep(trainers, default_layout(dev.type))
                 array_epoch(trainers, 0, [RngState.capture(dev) for _ in trainers])
             else:
                 trainers[0].train_epoch(0)

@@ -76,5 +76,6 @@ def test_each_script_command_runs_on_the_cpu(
         assert re.search(r"^fp32 C=8 8x8\s+K\s+grouped\s+separate\s+vmap", out, re.M), out
         assert re.search(r"^bf16 C=8", out, re.M), out
     else:
-        assert re.search(r"^cnn_small fast-bf16\s+K\s+array vmap\s+packing\s+one run", out, re.M)
-        assert len(re.findall(r"^\s+2\s+[\d,]+\s+-\s+[\d,]+$", out, re.M)) == 2, out
+        head = r"^cnn_small fast-bf16\s+K\s+array vmap\s+array loop\s+packing\s+one run"
+        assert re.search(head, out, re.M), out
+        assert len(re.findall(r"^\s+2\s+[\d,]+\s+[\d,]+\s+-\s+[\d,]+$", out, re.M)) == 2, out

@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
-from benchmark.training.array.stack import LAYOUTS
+from benchmark.training.array.stack import LAYOUTS, default_layout
 from benchmark.training.array.step import ArrayStep, method_fuses, model_fuses
 from benchmark.training.packing import (
     PackedRun,
@@ -92,16 +92,16 @@ def why_not_together(trainers: Sequence[Any]) -> str:
 
 
 def execute_array(
-    cfgs: Sequence[RunConfig], *, force: bool = False, layout: str = "vmap"
+    cfgs: Sequence[RunConfig], *, force: bool = False, layout: str | None = None
 ) -> list[dict[str, Any] | BaseException]:
     """Train ``cfgs`` as one array in this process, each into its store as if it trained alone.
 
     Returns, per config, its record or the error that ended it (as
     :func:`~benchmark.training.packing.execute_packed`). Runs that cannot share an array after
     all (resumed at different epochs, a model that draws random numbers) train packed, with one
-    line saying why.
+    line saying why. ``layout``: the forward's (one of LAYOUTS; None: the device's default).
     """
-    if layout not in LAYOUTS:
+    if layout is not None and layout not in LAYOUTS:
         raise ConfigError("--array-layout", layout, f"one of {', '.join(LAYOUTS)}")
     reasons = {cfg.run_id: why_not_fused(cfg) for cfg in cfgs}
     bad = {rid: why for rid, why in reasons.items() if why}
@@ -123,7 +123,8 @@ def execute_array(
                     f"training {len(trainers)} runs packed, not as an array: {why}", file=sys.stderr
                 )
             else:
-                array = ArrayStep(trainers, layout)
+                chosen = layout or default_layout(trainers[0].device.type)
+                array = ArrayStep(trainers, chosen)
         runs = []
         for k, (i, session, rng) in enumerate(started):
             session.trainer.stream_only = True

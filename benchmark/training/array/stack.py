@@ -13,6 +13,13 @@ from torch.func import functional_call, vmap
 LAYOUTS = ("vmap", "loop")
 
 
+def default_layout(device_type: str) -> str:
+    """The layout an array uses unless told: "loop" on the CPU, where one conv layer's forward
+    and backward measured fastest as K separate convolutions (README, Runs of a grid as one
+    array model), "vmap" elsewhere until a GPU measures otherwise (benchmark.bench.array)."""
+    return "loop" if device_type == "cpu" else "vmap"
+
+
 class StackedModels:
     """K models of one architecture whose tensors are views into stacked storage.
 

@@ -76,7 +76,7 @@ class MemberRunner:
 class ArrayStep:
     """The K trainers of an array, their stacked models and optimizer, and their batches."""
 
-    def __init__(self, trainers: list[Any], layout: str = "vmap") -> None:
+    def __init__(self, trainers: list[Any], layout: str) -> None:
         self.trainers = trainers
         self.k = len(trainers)
         for trainer in trainers:
@@ -135,6 +135,9 @@ class ArrayStep:
                 stacked.relink()
             for k in batches:
                 self.sgd.adopt(k)
+        # The template's mode is the array's: every live run trains (run 0 may have ended in
+        # the middle of its evaluation, leaving its model in eval mode).
+        stacked.template.train()
         with self.trainers[0]._autocast:
             out = stacked.forward(torch.stack(xs))
             losses = {

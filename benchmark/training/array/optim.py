@@ -55,7 +55,7 @@ class ArraySGD:
         self.column_group = torch.repeat_interleave(
             torch.tensor(self.columns, device=flat.device), torch.tensor(sizes, device=flat.device)
         )
-        self.frozen = torch.zeros(stacked.k, dtype=torch.bool)
+        self.frozen: set[int] = set()  # runs that ended: their rows are no longer updated
         self._adopt_momentum()
 
     def _adopt_momentum(self) -> None:
@@ -84,7 +84,7 @@ class ArraySGD:
 
     def freeze(self, k: int) -> None:
         """Stop updating run ``k`` (it ended: diverged or failed) without touching the others."""
-        self.frozen[k] = True
+        self.frozen.add(k)
 
     def table(self, key: str) -> Tensor:
         """Hyperparameter ``key`` of every run and group, ``[K, G]`` float32 on the device."""
@@ -94,7 +94,7 @@ class ArraySGD:
             for group in opt.param_groups[: self.groups]:
                 value = group.get(key, 0.0)
                 value = float(value.item() if isinstance(value, Tensor) else value)
-                row.append(0.0 if self.frozen[k] and key != "nesterov" else value)
+                row.append(0.0 if k in self.frozen and key != "nesterov" else value)
             rows.append(row)
         return torch.tensor(rows, dtype=torch.float32).to(self.stacked.flat.device)
 

@@ -53,6 +53,13 @@ def add_parsers(sub: Any) -> None:
         "--repeats", type=int, default=3, help="timings per model (the median is kept)"
     )
     cal.add_argument("--store", default=DEFAULT_STORE, help="results store the file goes to")
+    cal.add_argument(
+        "--array",
+        type=int,
+        default=1,
+        metavar="K",
+        help="time K runs trained as one array model (submit --array K prices with it)",
+    )
 
 
 def add_estimate_arg(p: argparse.ArgumentParser) -> None:
@@ -90,6 +97,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         ("--batch", args.batch, 0),
         ("--steps", args.steps, 1),
         ("--repeats", args.repeats, 1),
+        ("--array", args.array, 1),
     )
     for flag, value, low in checks:
         if value < low:
@@ -121,15 +129,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         threads=LaunchSettings(threads=args.threads).run_threads(),
         command=command,
         repeats=args.repeats,
+        array=args.array,
     )
     path = write_calibrations(args.store, found)
     for c in found:
         peak = f", peak memory {_bytes(c.peak_memory_bytes)}" if c.peak_memory_bytes else ""
         spread = f"; {c.spread()}" if c.spread() else ""
+        arrayed = f", {c.array} runs as one array" if c.array > 1 else ""
         print(
-            f"{c.model}/{c.dataset} ({c.precision}) on {c.device}: {c.images_per_s:,.0f} "
-            f"images/s (batch {c.batch_size}, {c.timed_iterations} timed iterations, "
-            f"{c.threads} thread{'' if c.threads == 1 else 's'}{peak}{spread})"
+            f"{c.model}/{c.dataset} ({c.precision}{arrayed}) on {c.device}: "
+            f"{c.images_per_s:,.0f} images/s (batch {c.batch_size}, {c.timed_iterations} timed "
+            f"iterations, {c.threads} thread{'' if c.threads == 1 else 's'}{peak}{spread})"
         )
     print(f"wrote {path}")
     return 0
@@ -164,19 +174,21 @@ def cost_text(
     heading: str = "",
     records: Sequence[Mapping] | None = None,
     suggest: str = "cuda",
+    array: int = 1,
 ) -> tuple[str, Any]:
     """The cost lines of ``groups`` of (run id, config) (and their dense parents), and the
     estimate.
 
     ``device``: the ``--estimate-device`` asked for (None: the best-measured device);
-    ``suggest``: the device the calibrate command names when nothing is measured.
+    ``suggest``: the device the calibrate command names when nothing is measured; ``array``:
+    runs trained as arrays of up to that many (``--array``), priced at a calibrated array rate.
     """
     from benchmark.launch.estimate import Throughputs, estimate, workload
 
     throughputs = Throughputs.of_store(store, records)
     workloads = {workload(c) for pairs in groups.values() for _, c in pairs}
     chosen = throughputs.choose_device(workloads, device)
-    est = estimate(groups, finished, throughputs, chosen)
+    est = estimate(groups, finished, throughputs, chosen, array)
     where = chosen or (f"{device} (not measured)" if device else "no measured device")
     lines = [f"cost{heading}, device-hours on {where} (training steps at measured images/s):"]
     header = ("", "runs", "missing", "passes", "passes to run", "device-hours to run", "peak mem")

@@ -437,6 +437,7 @@ def _run(configs: list[RunConfig], store: Any, name: str, args: argparse.Namespa
         workers=args.workers,
         profile=args.profile,
         runs_per_gpu=args.runs_per_gpu,
+        array=args.array,
     )
 
 

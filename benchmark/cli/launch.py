@@ -203,6 +203,15 @@ def add_runs_per_gpu(p: argparse.ArgumentParser) -> None:
         "its own CUDA stream; each keeps its own record, checkpoint and result). One small "
         "run leaves most of a GPU idle; benchmark.bench.pack measures what K pays on a card",
     )
+    p.add_argument(
+        "--array",
+        type=int,
+        default=1,
+        metavar="K",
+        help="train up to K compatible runs of each job as one array model (same model, data "
+        "set, epochs, precision; dense, IMP, BIMP, Renda, GMP); the others are packed "
+        "(--runs-per-gpu), with one line saying why. benchmark.bench.array measures it",
+    )
 
 
 def launch_settings(args: argparse.Namespace) -> Any:
@@ -214,6 +223,7 @@ def launch_settings(args: argparse.Namespace) -> Any:
         workers=args.workers,
         runs_per_task=args.runs_per_task,
         runs_per_gpu=args.runs_per_gpu,
+        array=args.array,
         threads=args.threads,
         max_requeues=args.max_requeues,
         hold=args.hold,
@@ -289,7 +299,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from benchmark.cli.disk import submit_disk_line
 
         gpus = settings.profile is not None and settings.profile.gpus_per_task > 0
-        print_grid_cost(expansion, store, args.estimate_device, settings.executor, gpus)
+        print_grid_cost(
+            expansion, store, args.estimate_device, settings.executor, gpus, settings.array
+        )
         print(submit_disk_line(result), flush=True)
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
@@ -311,7 +323,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def print_grid_cost(
-    expansion: Any, store: Path, device: str | None, executor: str = "local", gpus: bool = False
+    expansion: Any,
+    store: Path,
+    device: str | None,
+    executor: str = "local",
+    gpus: bool = False,
+    array: int = 1,
 ) -> None:
     """A grid's cost per method, for its dense parents and in total (``submit --dry-run``;
     ``gpus``: the profile asks for GPUs)."""
@@ -328,7 +345,7 @@ def print_grid_cost(
     heading = f" of grid {expansion.grid.name}"
     suggest = "cuda" if gpus else suggested_device(executor=executor)
     text, _ = cost_text(groups, finished, str(store), device=device, heading=heading,
-                        suggest=suggest)  # fmt: skip
+                        suggest=suggest, array=array)  # fmt: skip
     print(text)
 
 

@@ -23,6 +23,7 @@ def submit_missing(
     workers: int = 1,
     profile: str | None = None,
     runs_per_gpu: int = 1,
+    array: int = 1,
 ) -> list[str]:
     """Submit the configs the store has not finished; returns their run ids.
 
@@ -56,6 +57,7 @@ def submit_missing(
         executor=executor,
         workers=workers,
         runs_per_gpu=runs_per_gpu,
+        array=array,
         profile=launch.load_profile(profile) if profile is not None else None,
     )
     grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")

@@ -106,6 +106,8 @@ class Throughputs:
     peaks: dict[tuple[Workload, str], int] = field(default_factory=dict)
     epoch_images: dict[Workload, int] = field(default_factory=dict)
     calibrated: dict[tuple[Workload, str], Measurement] = field(default_factory=dict)
+    # (workload, device) -> array size -> images/s of all the array's runs (calibrate --array)
+    arrays: dict[tuple[Workload, str], dict[int, Measurement]] = field(default_factory=dict)
 
     @classmethod
     def of_store(cls, store: str, records: Iterable[Mapping] | None = None) -> Throughputs:
@@ -122,9 +124,14 @@ class Throughputs:
             parts = [c.measured[:10], f"batch {c.batch_size}", threads, c.spread()]
             when = ", ".join(filter(None, parts))
             source = f"calibration {path} ({when})"
-            out.calibrated[(w, c.device)] = Measurement(
-                c.images_per_s, source, c.peak_memory_bytes, dense_harness=True
-            )
+            found = Measurement(c.images_per_s, source, c.peak_memory_bytes, dense_harness=True)
+            if c.array > 1:
+                found = Measurement(
+                    c.images_per_s, f"{source}, arrays of {c.array} runs", dense_harness=True
+                )
+                out.arrays.setdefault((w, c.device), {})[c.array] = found
+            else:
+                out.calibrated[(w, c.device)] = found
         return out
 
     def _add_run(self, record: Mapping) -> None:
@@ -154,9 +161,17 @@ class Throughputs:
         found = {d for _, d, _ in self.runs} | {d for _, d in self.calibrated}
         return sorted(found)
 
-    def lookup(self, w: Workload, device: str, method: str = "") -> Measurement | None:
+    def lookup(
+        self, w: Workload, device: str, method: str = "", array: int = 1
+    ) -> Measurement | None:
         """The images/s of ``w`` on ``device``: the store's runs (of ``method`` first), else the
-        calibration file; None when neither measured it."""
+        calibration file; None when neither measured it. ``array`` > 1: a run trained in an
+        array of up to that many runs, at the rate of the largest calibrated array that fits
+        (the device-hours of K runs are their images over the array's images/s), if any."""
+        sizes = [k for k in self.arrays.get((w, device), {}) if 1 < k <= array]
+        if sizes:
+            found = self.arrays[(w, device)][max(sizes)]
+            return dataclasses.replace(found, images_per_epoch=self.epoch_images.get(w))
         for key in ((w, device, method), (w, device, "")):
             rates = self.runs.get(key)
             if rates:
@@ -247,9 +262,11 @@ def estimate(
     finished: set[str],
     throughputs: Throughputs,
     device: str | None,
+    array: int = 1,
 ) -> Estimate:
     """The cost of each group of runs (run id, config) and of their dense parents (one line),
     on ``device``. A run in several groups counts in the first only; every dense parent once.
+    ``array`` > 1: runs that can share an array are priced at a calibrated array rate.
     """
     seen: set[str] = set()
     parents: dict[str, RunConfig] = {}
@@ -264,10 +281,10 @@ def estimate(
             parent = parent_of(cfg)
             if parent is not None:
                 parents.setdefault(parent.run_id, parent)
-        lines.append(_line(label, mine, finished, throughputs, device, sources))
+        lines.append(_line(label, mine, finished, throughputs, device, sources, array))
     dense = [(pid, p) for pid, p in parents.items() if pid not in seen]
     if dense:
-        lines.append(_line(DENSE_PARENTS, dense, finished, throughputs, device, sources))
+        lines.append(_line(DENSE_PARENTS, dense, finished, throughputs, device, sources, array))
     total = CostLine("total")
     for line in lines:
         total.add(line)
@@ -281,6 +298,7 @@ def _line(
     throughputs: Throughputs,
     device: str | None,
     sources: dict[Workload, str],
+    array: int = 1,
 ) -> CostLine:
     line = CostLine(label, runs=len(pairs))
     for run_id, cfg in pairs:
@@ -290,7 +308,8 @@ def _line(
         line.missing += missing
         line.missing_passes += passes * missing
         w = workload(cfg)
-        found = throughputs.lookup(w, device, cfg.method.name) if device else None
+        k = array if array > 1 and _fuses(cfg) else 1
+        found = throughputs.lookup(w, device, cfg.method.name, k) if device else None
         if found is None:
             line.unknown.add(w)
             line.no_peak.add(w)
@@ -310,3 +329,10 @@ def _line(
         line.all_hours += hours
         line.hours += hours * missing
     return line
+
+
+def _fuses(cfg: RunConfig) -> bool:
+    """Whether ``cfg`` can share an array with other runs (benchmark.training.array)."""
+    from benchmark.training.array.fit import why_not_fused
+
+    return not why_not_fused(cfg)

@@ -20,6 +20,8 @@ class LaunchSettings:
     runs_per_task: int = 1  # slurm: runs packed into one array task
     # Runs a job trains at once on its device, in one process (benchmark.training.packing).
     runs_per_gpu: int = 1
+    # Compatible runs a job trains as one array model (benchmark.training.array).
+    array: int = 1
     threads: int = 0  # --threads: every run's torch threads (0: see run_threads)
     profile: SlurmProfile | None = None
     local_time_min: float = 0.0  # local: a time limit per worker (0: none)
@@ -34,6 +36,7 @@ class LaunchSettings:
         check(self.workers >= 1, "--workers", self.workers, "an integer >= 1")
         check(self.runs_per_task >= 1, "--runs-per-task", self.runs_per_task, "an integer >= 1")
         check(self.runs_per_gpu >= 1, "--runs-per-gpu", self.runs_per_gpu, "an integer >= 1")
+        check(self.array >= 1, "--array", self.array, "an integer >= 1")
         check(self.threads >= 0, "--threads", self.threads, "an integer >= 0 (0: derived)")
         check(self.max_requeues >= 0, "--max-requeues", self.max_requeues, "an integer >= 0")
         check(self.local_time_min >= 0, "--time-min", self.local_time_min, "minutes >= 0")
@@ -41,8 +44,9 @@ class LaunchSettings:
             check(self.profile is not None, "--profile", None, "a cluster profile for slurm")
 
     def task_runs(self) -> int:
-        """Runs per SLURM array task: at least the runs a job trains at once."""
-        return max(self.runs_per_task, self.runs_per_gpu)
+        """Runs per SLURM array task: at least the runs a job trains at once (packed or as
+        one array model)."""
+        return max(self.runs_per_task, self.runs_per_gpu, self.array)
 
     def run_threads(self, configured: int = 0) -> int:
         """Torch threads of a run whose config says ``runtime.threads = configured``.

@@ -18,6 +18,7 @@ import submitit
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
+from benchmark.launch.arrays import array_lines
 from benchmark.launch.expansion import Expansion, expand
 from benchmark.launch.grid import MAX_CELLS, Grid
 from benchmark.launch.local_worker import dead_local_workers, dead_worker_note
@@ -55,6 +56,7 @@ class SubmitResult:
     runs_per_gpu: int = 1
     # Local workers of earlier submissions that ended without results: pid -> runs.
     dead_workers: dict[str, list[str]] = field(default_factory=dict)
+    array: int = 1
 
     def summary(self) -> str:
         """A few lines for the terminal."""
@@ -82,6 +84,8 @@ class SubmitResult:
                 f"  each job trains up to {self.runs_per_gpu} runs at once on its device, in one "
                 "process (--runs-per-gpu)"
             )
+        if self.array > 1:
+            lines += array_lines(self.specs, self.array)
         lines.append(
             f"skipped: {len(p.finished)} finished, {len(p.active)} already queued or running, "
             f"{len(p.failed)} failed (resubmit with --retry-failed), "
@@ -134,6 +138,7 @@ def submit_grid(
         result = SubmitResult(grid.name, settings.executor, plan, dry_run=dry_run)
         result.dead_workers = dead_local_workers(index, records, states)
         result.runs_per_gpu = settings.runs_per_gpu
+        result.array = settings.array
         if settings.executor == "slurm":
             levels = slurm_specs(plan, settings.task_runs())
         else:
@@ -461,7 +466,7 @@ def _threads_note(nodes: Sequence[Node], settings: LaunchSettings) -> str:
 def _task(nodes: Sequence[Node], settings: LaunchSettings, isolate: bool = True) -> GridTask:
     """The job of ``nodes``: their configs with the threads the one rule gives them."""
     configs = [with_threads(n.cfg, settings) for n in nodes]
-    return GridTask(configs, isolate=isolate, pack=settings.runs_per_gpu)
+    return GridTask(configs, isolate=isolate, pack=settings.runs_per_gpu, array=settings.array)
 
 
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:

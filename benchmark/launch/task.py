@@ -42,6 +42,7 @@ class GridTask(submitit.helpers.Checkpointable):
         threads: int = 0,
         isolate: bool = True,
         pack: int = 1,
+        array: int = 1,
     ) -> None:
         # ``threads``: for runs whose config leaves runtime.threads at 0 only (an explicit value
         # is never replaced; the submitter resolves threads by LaunchSettings.run_threads).
@@ -52,6 +53,8 @@ class GridTask(submitit.helpers.Checkpointable):
         self.isolate = isolate
         # pack: runs trained at once on the job's device (benchmark.training.packing).
         self.pack = pack
+        # array: compatible runs trained as one array model (benchmark.training.array).
+        self.array = array
 
     def __call__(self) -> dict[str, str]:
         from benchmark.training.distributed import job_process_group
@@ -60,7 +63,7 @@ class GridTask(submitit.helpers.Checkpointable):
         # A job of several tasks trains each run data-parallel; there a failing run ends the
         # job (the ranks must stay in step), so it is never isolated.
         with job_process_group(self.configs) as parallel:
-            if self.pack > 1 and not parallel:
+            if (self.pack > 1 or self.array > 1) and not parallel:
                 return self._run_packed()
             return self._run(parallel)
 
@@ -128,6 +131,7 @@ class GridTask(submitit.helpers.Checkpointable):
                 outcome[cfg.run_id] = FAILED
                 continue
             todo.append(cfg)
+        todo = self._run_arrays(todo, outcome)
         for start in range(0, len(todo), self.pack):
             pack = todo[start : start + self.pack]
             _log(f"training {len(pack)} runs at once: {', '.join(c.run_id for c in pack)}")
@@ -139,6 +143,21 @@ class GridTask(submitit.helpers.Checkpointable):
                 f"{len(failed)} of {len(self.configs)} runs failed: {', '.join(failed)}"
             )
         return outcome
+
+    def _run_arrays(self, todo: list[RunConfig], outcome: dict[str, str]) -> list[RunConfig]:
+        """Train the arrays ``todo`` forms (``array`` > 1); returns the runs left to pack."""
+        if self.array <= 1:
+            return todo
+        from benchmark.training.array.fit import execute_array, form_arrays
+
+        arrays, rest, why = form_arrays(todo, self.array)
+        for cfg in rest:
+            _log(f"run {cfg.run_id}: packed, not in an array: {why[cfg.run_id]}")
+        for array in arrays:
+            _log(f"training {len(array)} runs as one array: {', '.join(c.run_id for c in array)}")
+            for cfg, result in zip(array, execute_array(array), strict=True):
+                outcome[cfg.run_id] = self._outcome(cfg, result)
+        return rest
 
     @staticmethod
     def _outcome(cfg: RunConfig, result: object) -> str:

@@ -38,6 +38,8 @@ class Calibration:
     measured: str = ""  # ISO time of the measurement
     torch: str = ""
     command: str = ""
+    # Runs trained as one array model (benchmark.training.array); images_per_s is of all of them.
+    array: int = 1
     threads: int = 0  # torch threads it ran with (0: not recorded, files before issue 35)
     # images/s of each repeated timing; images_per_s is their median
     timings: tuple[float, ...] = ()
@@ -50,9 +52,10 @@ class Calibration:
         return f"median of {len(self.timings)} timings, {low:,.0f}-{high:,.0f} images/s"
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        """(model, dataset, precision, device): what a later measurement of the same replaces."""
-        return (self.model, self.dataset, self.precision, self.device)
+    def key(self) -> tuple[str, str, str, str, int]:
+        """(model, dataset, precision, device, array size): what a later measurement of the same
+        replaces."""
+        return (self.model, self.dataset, self.precision, self.device, self.array)
 
 
 def calibration_path(store: str | Path) -> Path:
@@ -89,7 +92,7 @@ def _entry(fields_: dict[str, Any]) -> Calibration:
 
 def write_calibrations(store: str | Path, new: list[Calibration]) -> Path:
     """Add ``new`` to the store's calibration file, replacing earlier measurements of the same
-    (model, dataset, precision, device); returns the file's path."""
+    (model, dataset, precision, device, array size); returns the file's path."""
     path = calibration_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = {c.key: c for c in read_calibrations(store)}

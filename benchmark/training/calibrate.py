@@ -130,12 +130,14 @@ def measure(
     threads: int = 0,
     command: str = "",
     repeats: int = 3,
+    array: int = 1,
 ) -> Calibration:
     """Time ``steps`` training iterations of ``target`` on ``device`` (after the warm-up),
-    ``repeats`` times with a fresh trainer each; keeps the median and every timing."""
+    ``repeats`` times with fresh trainers each; keeps the median and every timing. With ``array``
+    > 1, of that many runs trained as one array model (images/s of all of them)."""
     timings, peak, used = [], None, 0
     for _ in range(repeats):
-        rate, peak, used = _time_once(target, device, bf16, batch, steps, threads)
+        rate, peak, used = _time_once(target, device, bf16, batch, steps, threads, array)
         timings.append(rate)
     shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
     dev = resolve_device(device)
@@ -154,11 +156,18 @@ def measure(
         command=command,
         threads=used,
         timings=tuple(timings),
+        array=array,
     )
 
 
 def _time_once(
-    target: Target, device: str, bf16: bool, batch: int | None, steps: int, threads: int
+    target: Target,
+    device: str,
+    bf16: bool,
+    batch: int | None,
+    steps: int,
+    threads: int,
+    array: int = 1,
 ) -> tuple[float, int | None, int]:
     """One timing: (images/s, peak device memory or None, torch threads used)."""
     shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
@@ -187,15 +196,23 @@ def _time_once(
             validate(cfg)
             if dev.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(dev)
-            trainer = Trainer(cfg)
+            trainers = [Trainer(cfg) for _ in range(array)]
             used = torch.get_num_threads()
-            trainer.train_epoch(0)
-            trainer.wait()
-            throughput = trainer.state.throughput
+            if array > 1:
+                from benchmark.training.array.fit import ArrayStep, RngState, array_epoch
+                from benchmark.training.array.stack import default_layout
+
+                ArrayStep(trainers, default_layout(dev.type))
+                array_epoch(trainers, 0, [RngState.capture(dev) for _ in trainers])
+            else:
+                trainers[0].train_epoch(0)
+            trainers[0].wait()
+            throughput = trainers[0].state.throughput
     finally:
         DATASETS.discard(SYNTHETIC)
     peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
-    return throughput.images_per_s, peak, used
+    # An array's runs share one wall-clock: the array's rate is each run's times K.
+    return throughput.images_per_s * array, peak, used
 
 
 def calibrate(
@@ -208,8 +225,10 @@ def calibrate(
     threads: int = 0,
     command: str = "",
     repeats: int = 3,
+    array: int = 1,
 ) -> list[Calibration]:
-    """One measurement (of ``repeats`` timings) per target and precision."""
+    """One measurement (of ``repeats`` timings) per target and precision (of arrays of
+    ``array`` runs when > 1)."""
     return [
         measure(
             t,
@@ -220,6 +239,7 @@ def calibrate(
             threads=threads,
             command=command,
             repeats=repeats,
+            array=array,
         )
         for t in targets
         for p in precisions

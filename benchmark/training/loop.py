@@ -109,6 +109,9 @@ class EpochLoop:
                 warmup_seconds += time.perf_counter() - begin - spent
             else:
                 timed_images += x.shape[0]
+        # Once more after the last iteration: the runs of an array (benchmark.training.array)
+        # hand in their last batches before any of them ends the epoch.
+        yield
         self.wait()
         untimed = capture_seconds + warmup_seconds
         elapsed = time.perf_counter() - t0 - untimed if t0 is not None else 0.0

@@ -96,12 +96,13 @@ class PackedRun:
     on_done: Callable[[Any], None] = lambda _result: None
     on_error: Callable[[BaseException], None] = lambda _error: None
     stream: Any = None
+    own_stream: bool = True
     turns: int = 0
     result: Any = None
     error: BaseException | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.device.type == "cuda" and self.stream is None:
+        if self.device.type == "cuda" and self.stream is None and self.own_stream:
             self.stream = torch.cuda.Stream(self.device)
 
     @contextlib.contextmanager
@@ -172,6 +173,30 @@ def execute_packed(
     config is validated before anything starts; each run holds its own lock and writes its own
     checkpoint, record and weights.
     """
+    results: list[dict[str, Any] | BaseException | None] = [None] * len(cfgs)
+    with contextlib.ExitStack() as locks:
+        started = open_sessions(cfgs, locks, results, force=force)
+        runs = []
+        for i, session, rng in started:
+            session.trainer.stream_only = True
+            runs.append(packed_run(session, i, results, rng))
+        drive_packed(runs)
+    return [r if r is not None else RuntimeError("not run") for r in results]
+
+
+def open_sessions(
+    cfgs: Sequence[RunConfig],
+    locks: contextlib.ExitStack,
+    results: list[Any],
+    *,
+    force: bool = False,
+) -> list[tuple[int, Any, RngState]]:
+    """Validate ``cfgs``, lock and start (or resume) each run: its index, its session and its
+    random number generators as they stood right after its trainer was built (and resumed).
+
+    A run locked elsewhere, finished before or failing to start gets its outcome in
+    ``results[index]`` instead; the locks are held until ``locks`` closes.
+    """
     from benchmark.store.errors import RunLockedError
     from benchmark.store.results import Store
     from benchmark.training.distributed import world_size
@@ -184,33 +209,35 @@ def execute_packed(
     for cfg in cfgs:
         validate(cfg)
         check_runtime(cfg)
-    results: list[dict[str, Any] | BaseException | None] = [None] * len(cfgs)
-    runs: list[PackedRun] = []
-    with contextlib.ExitStack() as locks:
-        for i, cfg in enumerate(cfgs):
-            store = Store(cfg.output.dir)
-            try:
-                locks.enter_context(store.lock(f"run-{cfg.run_id}", wait=False))
-            except RunLockedError as err:
-                results[i] = RunLockedError(f"run {cfg.run_id} is already running: {err}")
-                continue
-            try:
-                store.clean_run_files(cfg.run_id)
-                session = begin(cfg, store, force=force)
-            except Exception as err:  # noqa: BLE001 - recorded by begin; others go on
-                results[i] = err
-                continue
-            if not isinstance(session, Session):
-                results[i] = session  # finished before
-                continue
-            session.trainer.stream_only = True
-            runs.append(_packed_run(session, i, results))
-        drive_packed(runs)
-    return [r if r is not None else RuntimeError("not run") for r in results]
+    started = []
+    for i, cfg in enumerate(cfgs):
+        store = Store(cfg.output.dir)
+        try:
+            locks.enter_context(store.lock(f"run-{cfg.run_id}", wait=False))
+        except RunLockedError as err:
+            results[i] = RunLockedError(f"run {cfg.run_id} is already running: {err}")
+            continue
+        try:
+            store.clean_run_files(cfg.run_id)
+            session = begin(cfg, store, force=force)
+        except Exception as err:  # noqa: BLE001 - recorded by begin; others go on
+            results[i] = err
+            continue
+        if not isinstance(session, Session):
+            results[i] = session  # finished before
+            continue
+        started.append((i, session, RngState.capture(session.trainer.device)))
+    return started
 
 
-def _packed_run(session: Any, index: int, results: list[Any]) -> PackedRun:
-    """The pack entry of a started run: its outcome lands in ``results[index]``."""
+def packed_run(
+    session: Any, index: int, results: list[Any], rng: RngState, own_stream: bool = True
+) -> PackedRun:
+    """The pack entry of a started run: its outcome lands in ``results[index]``.
+
+    ``own_stream``: the run's steps on a CUDA stream of its own (not for an array's runs, whose
+    steps are one).
+    """
 
     def done(metrics: dict[str, Any]) -> None:
         results[index] = session.finish(metrics)
@@ -225,7 +252,8 @@ def _packed_run(session: Any, index: int, results: list[Any]) -> PackedRun:
         name=session.cfg.run_id,
         steps=trainer.fit_steps(),
         device=trainer.device,
-        rng=RngState.capture(trainer.device),
+        rng=rng,
         on_done=done,
         on_error=failed,
+        own_stream=own_stream,
     )

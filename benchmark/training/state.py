@@ -93,3 +93,17 @@ def numpy_rng_from_plain(state: list[Any]) -> tuple[Any, ...]:
     """The inverse of :func:`numpy_rng_to_plain`."""
     name, keys, pos, has_gauss, cached = state
     return (name, keys.cpu().numpy().astype(np.uint32), int(pos), int(has_gauss), float(cached))
+
+
+def own_storage(obj: Any) -> Any:
+    """``obj`` (a state dict, nested in dicts and lists) with every tensor that is a view into
+    a larger storage replaced by a copy of its own, so that a saved checkpoint holds the run's
+    tensors, not the storage they are views of (an array's ``[K, D]`` parameters)."""
+    if isinstance(obj, torch.Tensor):
+        needed = obj.numel() * obj.element_size()
+        return obj.clone() if obj.untyped_storage().nbytes() > needed else obj
+    if isinstance(obj, dict):
+        return {key: own_storage(value) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [own_storage(value) for value in obj]
+    return obj

@@ -38,6 +38,7 @@ from benchmark.training.state import (
     discard_checkpoint,
     numpy_rng_from_plain,
     numpy_rng_to_plain,
+    own_storage,
     train_state_from_plain,
 )
 from methods import get_method
@@ -238,8 +239,9 @@ class Trainer(EpochLoop):
         return {
             "run_id": self.cfg.run_id,
             "state": dataclasses.asdict(self.state),
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            # An array's runs hold views of the array's tensors: each saves its own.
+            "model": own_storage(self.model.state_dict()),
+            "optimizer": own_storage(self.optimizer.state_dict()),
             "masks": self.ctx.masks.state_dict(),
             "method": self.method.state_dict(),
             "record": self.ctx.record,

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The array session's GPU script (issue 34), one device call of at most 600 s (about 10 minutes,
+# ~12 with the machine's start): first the essentials of benchmark/gpu_checks.sh that issue 28
+# left unverified (the suite on CUDA, the fast path of every method, one epoch of each large
+# model, the GPU loader against the synthetic rate), then the array benchmark (one conv layer
+# grouped / separate / vmap; ResNet-56 arrays at K = 1..32 in bf16 and fp32 against packing and
+# one run; the equality check of an array against its runs alone on the GPU).
+#
+#   bash benchmark/gpu_array_checks.sh [LOG_DIR]
+#   # logs (8 files at most, what one device call brings back):
+#   #   env, check, pytest, models, pipeline, layer, arrays, equality
+#
+# Run it from the repository root with the project installed (or PYTHONPATH=.), on a machine
+# with one GPU. Each step has its own time limit; the limits add up to 540 s.
+# tests/bench/test_gpu_array_script.py runs every benchmark command below on the CPU.
+set -u
+LOGS=${1:-gpu-logs}
+mkdir -p "$LOGS"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+STEP_START=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - STEP_START )) s] $*"; }
+
+stamp "environment" | tee "$LOGS/env.log"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$LOGS/env.log" 2>&1
+$PY -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0], torch.cuda.get_device_name())" >>"$LOGS/env.log" 2>&1
+cat "$LOGS/env.log"
+
+# 1. Essentials of gpu_checks.sh, side by side: the fast path against eager for every method,
+#    one epoch of each large model (MaxViT, DeepLabV3, PSPNet, T5 on stand-ins), the test suite
+#    on the GPU machine.
+stamp "checks"
+timeout 150 $PY -m benchmark.bench.check_fast_path >"$LOGS/check.log" 2>&1 &
+CHECK=$!
+timeout 150 bash benchmark/bench/gpu_model_epochs.sh "${TMPDIR:-/tmp}/prunebench-models" \
+    >"$LOGS/models.log" 2>&1 &
+MODELS=$!
+timeout 150 $PY -m pytest -m "not slurm" -q -n 12 -p no:cacheprovider --timeout 120 \
+    >"$LOGS/pytest.log" 2>&1
+wait $CHECK
+wait $MODELS
+cat "$LOGS/check.log"
+tail -25 "$LOGS/pytest.log"
+cat "$LOGS/models.log"
+
+# 2. The GPU loader: BIMP on 50,000 stand-in images, 3 epochs, against the synthetic rate.
+CIFAR=${TMPDIR:-/tmp}/prunebench-cifar
+stamp "pipeline"
+timeout 90 $PY -m benchmark.bench.pipeline --device cuda --epochs 3 --modes fast-bf16 \
+    --root "$CIFAR" 2>&1 | tee "$LOGS/pipeline.log"
+
+# 3. Arrays: one conv layer at ResNet-56's shapes, K = 1..32, grouped / separate / vmap.
+stamp "layer"
+timeout 50 $PY -m benchmark.bench.array --device cuda --parts layer --k 1,2,4,8,16,32 \
+    --iters 20 2>&1 | tee "$LOGS/layer.log"
+
+# 4. Arrays: whole ResNet-56 at K = 1..32 (vmap and loop layouts), bf16 and fp32, against
+#    packing and one run (each K's line is printed as soon as it is measured).
+stamp "arrays"
+timeout 170 $PY -m benchmark.bench.array --device cuda --parts model --k 1,2,4,8,16,32 \
+    --pack-k 1,4,16 --layouts vmap,loop --modes fast-bf16,fast --iters 10 2>&1 \
+    | tee "$LOGS/arrays.log"
+
+# 5. Arrays: four runs alone against the same runs as one array, on the GPU.
+stamp "equality"
+timeout 80 $PY -m benchmark.bench.array --device cuda --parts equality 2>&1 \
+    | tee "$LOGS/equality.log"
+stamp "done"

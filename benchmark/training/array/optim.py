@@ -1,0 +1,117 @@
+"""One SGD step for the K runs of an array, each with its own hyperparameters.
+
+The update is PyTorch's SGD (dampening 0): ``d = g + wd * p``; ``buf = momentum * buf + d``
+(a first step, from a zero buffer, gives ``buf = d`` exactly as ``torch.optim.SGD``'s clone);
+``d = d + momentum * buf`` with Nesterov, else ``buf``; ``p -= lr * d``. Each run's learning rate,
+weight decay, momentum and Nesterov switch are read from its own optimizer's parameter groups
+(which its own schedule set for this iteration), as ``[K, G]`` tables of its G groups, and
+broadcast over the ``[K, D]`` parameters: a few whole-tensor kernels whatever K and D.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from benchmark.core.errors import ConfigError
+from benchmark.training.array.stack import StackedModels
+
+HYPER = ("lr", "weight_decay", "momentum", "nesterov")
+
+
+def group_columns(stacked: StackedModels, optimizers: Sequence[torch.optim.Optimizer]) -> list[int]:
+    """Which parameter group holds each parameter, equal for every run (else ConfigError)."""
+    columns: list[int] | None = None
+    for k, opt in enumerate(optimizers):
+        where = {id(p): g for g, group in enumerate(opt.param_groups) for p in group["params"]}
+        members = zip(stacked.names, stacked.members[k], strict=True)
+        missing = [n for n, p in members if id(p) not in where]
+        if missing:
+            raise ConfigError("runtime.array", missing[:3], "methods that optimise every parameter")
+        mine = [where[id(p)] for p in stacked.members[k]]
+        if columns is not None and mine != columns:
+            raise ConfigError(
+                "runtime.array", k, "runs whose optimizers group the parameters alike"
+            )
+        columns = mine
+    assert columns is not None
+    return columns
+
+
+class ArraySGD:
+    """The SGD step of a :class:`StackedModels`, with every run's own hyperparameters."""
+
+    def __init__(self, stacked: StackedModels, optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        self.stacked = stacked
+        self.optimizers = list(optimizers)
+        self.columns = group_columns(stacked, optimizers)
+        self.groups = max(self.columns) + 1
+        flat = stacked.flat
+        self.momentum = torch.zeros_like(flat)
+        sizes = [stacked.offsets[i + 1] - stacked.offsets[i] for i in range(len(self.columns))]
+        # The group of every column of [K, D] (only needed when there are several groups).
+        self.column_group = torch.repeat_interleave(
+            torch.tensor(self.columns, device=flat.device), torch.tensor(sizes, device=flat.device)
+        )
+        self.frozen: set[int] = set()  # runs that ended: their rows are no longer updated
+        self._adopt_momentum()
+
+    def _adopt_momentum(self) -> None:
+        """Take over each run's momentum buffers (a resumed run's) and give it views of ours."""
+        for k in range(self.stacked.k):
+            self.adopt(k)
+
+    def adopt(self, k: int) -> None:
+        """Make run ``k``'s momentum buffers views of ours again: a buffer its optimizer holds
+        (loaded from a checkpoint) is copied in, a missing one (a cleared optimizer state, a
+        fresh start) is zero, which makes the next step's buffer the gradient, as torch's."""
+        st = self.stacked
+        opt = self.optimizers[k]
+        with torch.no_grad():
+            for i, p in enumerate(st.members[k]):
+                group = opt.param_groups[self.columns[i]]
+                if group.get("momentum", 0) == 0:
+                    continue
+                view = st.row(k, i, self.momentum)
+                held = opt.state.get(p, {}).get("momentum_buffer")
+                if held is None:
+                    view.zero_()
+                elif held.data_ptr() != view.data_ptr():
+                    view.copy_(held)
+                opt.state[p]["momentum_buffer"] = view
+
+    def freeze(self, k: int) -> None:
+        """Stop updating run ``k`` (it ended: diverged or failed) without touching the others."""
+        self.frozen.add(k)
+
+    def table(self, key: str) -> Tensor:
+        """Hyperparameter ``key`` of every run and group, ``[K, G]`` float32 on the device."""
+        rows = []
+        for k, opt in enumerate(self.optimizers):
+            row = []
+            for group in opt.param_groups[: self.groups]:
+                value = group.get(key, 0.0)
+                value = float(value.item() if isinstance(value, Tensor) else value)
+                row.append(0.0 if k in self.frozen and key != "nesterov" else value)
+            rows.append(row)
+        return torch.tensor(rows, dtype=torch.float32).to(self.stacked.flat.device)
+
+    def coefficient(self, table: Tensor) -> Tensor:
+        """A ``[K, G]`` table broadcast to the ``[K, D]`` parameters (``[K, 1]`` with one group)."""
+        if self.groups == 1:
+            return table
+        return table[:, self.column_group]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One SGD step of every run from the gradients in ``stacked.grad``."""
+        st = self.stacked
+        lr, wd, mom, nesterov = (self.coefficient(self.table(key)) for key in HYPER)
+        p, g, buf = st.flat, st.grad, self.momentum
+        d = torch.addcmul(g, p, wd)
+        buf.mul_(mom).add_(d)
+        # Nesterov per run: 1 -> d + momentum * buf, 0 -> buf (exact: a product by 1 or 0).
+        d = torch.addcmul(d, buf, mom).mul_(nesterov).addcmul_(buf, 1 - nesterov)
+        p.addcmul_(d, lr, value=-1.0)

@@ -233,7 +233,7 @@ class Experiment:
 
     @property
     def paper_table(self) -> str | None:
-        """The id of the paper's own numbers in results/paper, when the paper has a table."""
+        """The id of the paper's own numbers (benchmark/experiments/paper), when it has a table."""
         from benchmark.experiments.paper_numbers import list_paper_tables
 
         return self.id if self.id in list_paper_tables() else None

@@ -1,7 +1,7 @@
 """Benchmark scripts: they print figures and assert nothing (speed targets live here, never in
 tests). ``python -m benchmark.bench`` is the training throughput benchmark; the others are
 ``python -m benchmark.bench.<name>``: ``pipeline``, ``pack``, ``loader``, ``parallel``,
-``speedup``, ``submit``, ``tables``, ``weights``, ``profile_pipeline`` and
+``speedup``, ``submit``, ``tables``, ``weights``, ``profile_pipeline``, ``seedstats_sim`` and
 ``check_fast_path``.
 
 May import: core, config, schedules, pruning, data, models, store, measure, tasks, methods,

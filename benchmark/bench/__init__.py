@@ -1,8 +1,8 @@
 """Benchmark scripts: they print figures and assert nothing (speed targets live here, never in
 tests). ``python -m benchmark.bench`` is the training throughput benchmark; the others are
 ``python -m benchmark.bench.<name>``: ``pipeline``, ``pack``, ``loader``, ``parallel``,
-``speedup``, ``submit``, ``tables``, ``weights``, ``profile_pipeline``, ``seedstats_sim`` and
-``check_fast_path``.
+``speedup``, ``submit``, ``tables``, ``weights``, ``profile_pipeline``, ``seedstats_sim``,
+``cli_times`` and ``check_fast_path``.
 
 May import: core, config, schedules, pruning, data, models, store, measure, tasks, methods,
 training, launch, experiments, reporting.

@@ -20,28 +20,45 @@ def free_after_reproduce(experiment: Any, scale: str, store_dir: str, runs: Sequ
 
 
 def reproduce_disk_line(
-    experiment: Any, scale: str, runs: Sequence[Any], missing: Sequence[Any], store_dir: str
+    experiment: Any,
+    scale: str,
+    runs: Sequence[Any],
+    missing: Sequence[str],
+    store_dir: str,
+    run_ids: Sequence[str] | None = None,
 ) -> str:
-    """The dry run's disk line: the weights of the missing runs (and of the dense parents they
-    still need), packed and as dense, and what ``--keep needed`` keeps of the whole table once
-    it is complete."""
+    """The dry run's disk line: the weights of the ``missing`` runs (their ids) and of the dense
+    parents they still need, packed and as dense, and what ``--keep needed`` keeps of the whole
+    table once it is complete. ``run_ids``: the ids of ``runs`` in order, when the caller has
+    them."""
     from benchmark.reporting.keep import kept_bytes_estimate
     from benchmark.store.footprint import format_bytes
     from benchmark.store.results import Store
     from benchmark.training.footprint import config_bytes, estimate
     from methods import get_method
 
-    todo = list(missing)
+    # A paper-scale plan has thousands of runs: each id and parent is computed once here.
+    ids = [r.cfg.run_id for r in runs] if run_ids is None else list(run_ids)
+    configs = dict(zip(ids, (r.cfg for r in runs), strict=True))
+    every_parent: dict[str, Any] = {}
+    parent_of: dict[str, str] = {}
+    for rid, cfg in configs.items():
+        parent = get_method(cfg.method.name)(cfg).parent_config()
+        if parent is not None:
+            parent_of[rid] = parent.run_id
+            every_parent.setdefault(parent.run_id, parent)
+    todo = [configs[rid] for rid in missing]
     store = Store(store_dir)
     parents = {}
-    for cfg in todo:
-        parent = get_method(cfg.method.name)(cfg).parent_config()
-        if parent is not None and not store.is_finished(parent.run_id):
-            parents.setdefault(parent.run_id, parent)
+    for rid in missing:
+        pid = parent_of.get(rid)
+        if pid is not None and not store.is_finished(pid):
+            parents.setdefault(pid, every_parent[pid])
     needed = estimate([*todo, *parents.values()])
-    configs = {r.cfg.run_id: r.cfg for r in runs} | parents
+    configs |= every_parent
     sizes = {rid: (config_bytes(cfg) or (0, 0))[1] for rid, cfg in configs.items()}
-    kept = kept_bytes_estimate(runs, sizes, experiment.layout(scale))
+    layout = experiment.layout(scale)
+    kept = kept_bytes_estimate(runs, sizes, layout, ids, every_parent)
     extra = f" and their {len(parents)} dense parents" if parents else ""
     line = needed.line(f"the {len(todo)} missing runs{extra}")
     return f"disk: {line}; with --keep needed the table keeps ~{format_bytes(kept)}"

@@ -348,8 +348,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print_dry_run(experiment, args.scale, chosen, args.store, finished, args)
         from benchmark.cli.disk import reproduce_disk_line
 
-        missing = [cfg for run_id, cfg in pairs if run_id not in finished]
-        line = reproduce_disk_line(experiment, args.scale, chosen.runs, missing, args.store)
+        missing = [run_id for run_id, _ in pairs if run_id not in finished]
+        line = reproduce_disk_line(
+            experiment, args.scale, chosen.runs, missing, args.store, chosen.ids
+        )
         print(f"[reproduce] {line}", file=sys.stderr)
         return 0
     experiment.prepare(args.scale)

@@ -174,29 +174,36 @@ def execute_diverging_masks(cfg: RunConfig, bad_rank: int) -> None:
     execute(cfg)
 
 
-# Runs ``prunebench ARGS`` in a fresh interpreter and says whether the command imported torch.
-TORCH_PROBE = """
+# Runs ``prunebench ARGS`` in a fresh interpreter and prints the top-level packages it imported.
+IMPORTS_PROBE = """
 import sys
 from benchmark.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print("TORCH" if "torch" in sys.modules else "NO-TORCH", file=sys.stderr)
+print("IMPORTED " + " ".join(sorted({m.split(".")[0] for m in sys.modules})), file=sys.stderr)
 """
+
+
+def imported_packages(args: list[str], cwd: Path) -> set[str]:
+    """The top-level packages ``prunebench ARGS`` (run in ``cwd``) imports."""
+    import os
+    import subprocess
+    import sys
+
+    # PYTHONPATH: this checkout's code, even where another checkout is installed editable.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", IMPORTS_PROBE, *args]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env)
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("IMPORTED "), out.stderr[-2000:]
+    return set(last.split()[1:])
 
 
 def loads_torch(args: list[str], cwd: Path) -> bool:
     """Whether ``prunebench ARGS`` (run in ``cwd``) imports torch."""
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-c", TORCH_PROBE, *args], capture_output=True, text=True, cwd=cwd
-    )
-    last = out.stderr.strip().splitlines()[-1]
-    assert last in ("TORCH", "NO-TORCH"), out.stderr[-2000:]
-    return last == "TORCH"
+    return "torch" in imported_packages(args, cwd)
 
 
 def check_plain_and_exact(cfg: RunConfig, record: dict[str, Any]) -> None:

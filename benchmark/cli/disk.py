@@ -23,38 +23,53 @@ def reproduce_disk_line(
     experiment: Any,
     scale: str,
     runs: Sequence[Any],
-    missing: Sequence[Any],
+    missing: Sequence[tuple[str, Any]],
     store_dir: str,
     what: str = "missing runs",
     more_parents: Sequence[Any] = (),
+    run_ids: Sequence[str] | None = None,
 ) -> str:
-    """The dry run's disk line: the weights of the ``missing`` runs (and of the dense parents
-    they still need), packed and as dense, and what ``--keep needed`` keeps of the whole table
-    (every run of ``runs``, the full plan, whatever the slice) once it is complete.
+    """The dry run's disk line: the weights of the ``missing`` runs ((run id, config) pairs) and
+    of the dense parents they still need, packed and as dense, and what ``--keep needed`` keeps
+    of the whole table (every run of ``runs``, the full plan, whatever the slice) once it is
+    complete.
 
     ``what`` names the missing runs; ``more_parents``: dense parents they may need besides
-    their own (those staged tuning's undecided cells may select)."""
+    their own (those staged tuning's undecided cells may select); ``run_ids``: the ids of
+    ``runs`` in order, when the caller has them."""
     from benchmark.reporting.keep import kept_bytes_estimate
     from benchmark.store.footprint import format_bytes
     from benchmark.store.results import Store
     from benchmark.training.footprint import config_bytes, estimate
     from benchmark.training.passes import parent_of
 
-    todo = list(missing)
+    # A paper-scale plan has thousands of runs: each id and parent is computed once here.
+    ids = [r.cfg.run_id for r in runs] if run_ids is None else list(run_ids)
+    configs = dict(zip(ids, (r.cfg for r in runs), strict=True))
+    every_parent: dict[str, Any] = {}
+    parent_id: dict[str, str] = {}
+    for rid, cfg in [*configs.items(), *missing]:
+        if rid in parent_id:
+            continue
+        parent = parent_of(cfg)
+        if parent is not None:
+            parent_id[rid] = parent.run_id
+            every_parent.setdefault(parent.run_id, parent)
     store = Store(store_dir)
-    parents = {}
-    for parent in [parent_of(cfg) for cfg in todo] + list(more_parents):
+    parents: dict[str, Any] = {}
+    wanted = [every_parent.get(parent_id.get(rid, "")) for rid, _ in missing]
+    for parent in [*wanted, *more_parents]:
         if parent is not None and not store.is_finished(parent.run_id):
             parents.setdefault(parent.run_id, parent)
-    needed = estimate([*todo, *parents.values()])
+    needed = estimate([*(cfg for _, cfg in missing), *parents.values()])
     # Every run of the table and every dense parent, so the kept figure is the whole table's,
     # the same for every slice of it.
-    configs = {r.cfg.run_id: r.cfg for r in runs}
-    configs |= {p.run_id: p for c in list(configs.values()) if (p := parent_of(c)) is not None}
+    configs |= every_parent
     sizes = {rid: (config_bytes(cfg) or (0, 0))[1] for rid, cfg in configs.items()}
-    kept = kept_bytes_estimate(runs, sizes, experiment.layout(scale))
+    layout = experiment.layout(scale)
+    kept = kept_bytes_estimate(runs, sizes, layout, ids, every_parent)
     extra = f" and their {len(parents)} dense parents" if parents else ""
-    line = needed.line(f"the {len(todo)} {what}{extra}")
+    line = needed.line(f"the {len(missing)} {what}{extra}")
     return (
         f"disk: {line}; with --keep needed the whole table (every slice of it) keeps "
         f"~{format_bytes(kept)} once complete"

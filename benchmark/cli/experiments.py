@@ -377,9 +377,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             more = [cfg for _, cfg in parent_pairs(chosen, chosen.staged.worst_parents)]
             bound = " (at most)" if chosen.staged.undecided else ""
             what = f"missing runs of staged tuning{bound}"
-        missing = [cfg for run_id, cfg in pairs if run_id not in finished]
+        missing = [(run_id, cfg) for run_id, cfg in pairs if run_id not in finished]
         line = reproduce_disk_line(
-            experiment, args.scale, chosen.runs, missing, args.store, what, more
+            experiment, args.scale, chosen.runs, missing, args.store, what, more, chosen.ids
         )
         print(f"[reproduce] {line}", file=sys.stderr)
         return 0

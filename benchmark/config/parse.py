@@ -4,8 +4,6 @@ error naming the field and the allowed values), ``section.key=value`` overrides,
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import functools
 import math
 import tomllib
@@ -24,6 +22,8 @@ from benchmark.config.run import (
     MethodConfig,
     RunConfig,
     _method_to_dict,
+    copy_value,
+    dataclass_fields,
 )
 from benchmark.core.errors import ConfigError
 from benchmark.core.errors import check as check
@@ -102,18 +102,18 @@ def dataclass_from_dict(cls: type, data: dict[str, Any], path: str) -> Any:
 
 @functools.cache
 def _type_hints(cls: type) -> dict[str, Any]:
-    # Resolving the annotations is most of the cost of parsing a config: planning a table
-    # parses thousands.
+    # Resolving the annotations is most of the cost of parsing a config; classes do not change.
     return typing.get_type_hints(cls)
 
 
-def _field_names(cls: type) -> list[str]:
-    return [f.name for f in fields(cls)]
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Parse a nested dict (as read from TOML) into a RunConfig; raises ConfigError."""
-    data = copy.deepcopy(data)
+    data = copy_value(data)
     allowed = ["seed", *SECTIONS]
     for key in data:
         if key not in allowed:
@@ -165,7 +165,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Return a copy of ``data`` with every ``section.key=value`` override applied."""
-    data = copy.deepcopy(data)
+    data = copy_value(data)
     for text in overrides:
         path, value = parse_override(text)
         node = data
@@ -218,4 +218,6 @@ def _drop_none(data: Any) -> Any:
 
 def replace_section(cfg: RunConfig, **sections: Any) -> RunConfig:
     """A copy of ``cfg`` with whole sections (or ``seed``) replaced."""
-    return dataclasses.replace(copy.deepcopy(cfg), **sections)
+    names = (f.name for f in dataclass_fields(RunConfig))
+    kept = {name: getattr(cfg, name) for name in names if name not in sections}
+    return RunConfig(**copy_value(kept), **sections)

@@ -4,6 +4,7 @@ torchvision's on-disk format.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 from collections.abc import Iterator, Sequence
@@ -11,7 +12,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 from torch import Tensor
-from torchvision.datasets import CIFAR10, CIFAR100
 
 from benchmark.config.run import DataConfig
 from benchmark.core.errors import DatasetError
@@ -149,15 +149,20 @@ class _ExistenceCheckMixin:
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
 
 
-class _UncheckedCIFAR10(_ExistenceCheckMixin, CIFAR10):
-    """CIFAR-10 without md5 verification."""
+@functools.cache
+def cifar_classes(name: str) -> tuple[type, type]:
+    """torchvision's dataset class of ``name`` (cifar10, cifar100) and its subclass without md5
+    verification."""
+    # Imported here, not with the module: torchvision costs seconds of CPU that every command
+    # validating a config (table, list, a dry run) would pay for nothing.
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    base = {"cifar10": CIFAR10, "cifar100": CIFAR100}[name]
+    doc = f"{base.__name__} without md5 verification."
+    return base, type(f"_Unchecked{base.__name__}", (_ExistenceCheckMixin, base), {"__doc__": doc})
 
 
-class _UncheckedCIFAR100(_ExistenceCheckMixin, CIFAR100):
-    """CIFAR-100 without md5 verification."""
-
-
-def _load_cifar(cls: type[CIFAR10], cfg: DataConfig, train: bool, title: str) -> Batch:
+def _load_cifar(cls: type, cfg: DataConfig, train: bool, title: str) -> Batch:
     """Load one official CIFAR split as (uint8 N x 3 x 32 x 32, int64 labels) on the CPU."""
     try:
         ds = cls(cfg.root, train=train, download=cfg.download)
@@ -180,11 +185,10 @@ def _build_cifar(
     cfg: DataConfig,
     device: torch.device,
     name: str,
-    classes: tuple[type[CIFAR10], type[CIFAR10]],
     stats: tuple[Sequence[float], Sequence[float]],
     max_degrees: float,
 ) -> DataSource:
-    checked, unchecked = classes
+    checked, unchecked = cifar_classes(name)
     cls = checked if cfg.check_integrity else unchecked
     num_classes = 10 if name == "cifar10" else 100
     title = f"CIFAR-{num_classes}"
@@ -202,8 +206,7 @@ def build_cifar10(cfg: DataConfig, device: torch.device) -> DataSource:
     flip. ``cfg.check_integrity = False`` skips torchvision's md5 verification and only checks
     that the files exist: for local copies and for the tests' tiny files.
     """
-    classes = (CIFAR10, _UncheckedCIFAR10)
-    return _build_cifar(cfg, device, "cifar10", classes, (CIFAR10_MEAN, CIFAR10_STD), 0.0)
+    return _build_cifar(cfg, device, "cifar10", (CIFAR10_MEAN, CIFAR10_STD), 0.0)
 
 
 @DATASETS.register("cifar100")
@@ -213,5 +216,4 @@ def build_cifar100(cfg: DataConfig, device: torch.device) -> DataSource:
     ``cfg.check_integrity = False`` skips torchvision's md5 verification and only checks that
     the files exist: for local copies and for the tests' tiny files.
     """
-    classes = (CIFAR100, _UncheckedCIFAR100)
-    return _build_cifar(cfg, device, "cifar100", classes, (CIFAR100_MEAN, CIFAR100_STD), 15.0)
+    return _build_cifar(cfg, device, "cifar100", (CIFAR100_MEAN, CIFAR100_STD), 15.0)

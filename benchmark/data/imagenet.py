@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
-from torchvision import transforms
-from torchvision.datasets import ImageFolder
-from torchvision.datasets.folder import default_loader
 
 from benchmark.config.run import DataConfig
 from benchmark.core.errors import DatasetError
 from benchmark.data.base import DATASETS, Batch, DataSource, check_split
 from benchmark.data.seeding import epoch_generator, stratified_split, torch_seeded
+
+if TYPE_CHECKING:
+    from torchvision.datasets import ImageFolder
+
+# torchvision is imported where files are read, not with this module: it costs seconds of CPU
+# that every command validating a config (table, list, a dry run) would pay for nothing.
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 
@@ -57,6 +60,8 @@ class _ImageList(SeededList):
     """Image files with class labels."""
 
     def __getitem__(self, i: int) -> tuple[Tensor, int]:
+        from torchvision.datasets.folder import default_loader
+
         path, label = self.samples[self.order[i]]
         return self.apply(i, default_loader(path)), label
 
@@ -116,6 +121,8 @@ class FolderSource(FileListSource):
         self.num_train = len(self.train_indices)
         self.num_val = len(self.val_indices)
         self.num_test = len(test_set.samples)
+        from torchvision import transforms
+
         normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
         self.train_transform = transforms.Compose(
             [
@@ -183,6 +190,8 @@ class FolderSource(FileListSource):
 
 
 def _image_folder(path: Path) -> ImageFolder:
+    from torchvision.datasets import ImageFolder
+
     try:
         return ImageFolder(str(path))
     except (FileNotFoundError, OSError) as err:

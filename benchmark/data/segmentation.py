@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -30,15 +31,18 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader
-from torchvision import tv_tensors
-from torchvision.datasets import Cityscapes
-from torchvision.transforms import v2
 
 from benchmark.config.run import DataConfig
 from benchmark.core.errors import DatasetError
 from benchmark.data.base import DATASETS, Batch, DataSource, check_split
 from benchmark.data.imagenet import IMAGENET_MEAN, IMAGENET_STD, FileListSource, SeededList
 from benchmark.data.seeding import epoch_generator, stratified_split
+
+if TYPE_CHECKING:
+    from torchvision.transforms import v2
+
+# torchvision is imported where samples are read, not with this module: it costs seconds of
+# CPU that every command validating a config (table, list, a dry run) would pay for nothing.
 
 IGNORE_INDEX = 255
 # COCO category ids of the Pascal VOC classes; the position is the train id (0: background).
@@ -70,6 +74,9 @@ Sample = tuple[str, Callable[[], Image.Image]]
 
 def joint_transforms(sizes: Sizes, train: bool) -> v2.Transform:
     """Image-and-mask transforms: scale/flip/crop for training, a short-side resize otherwise."""
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
     if train:
         geometry = [
             v2.RandomResize(sizes.base // 2, 2 * sizes.base),
@@ -95,6 +102,9 @@ class SegmentationList(SeededList):
     """Image files with their label masks, as (normalised image, int64 mask)."""
 
     def __getitem__(self, i: int) -> tuple[Tensor, Tensor]:
+        from torchvision import tv_tensors
+        from torchvision.transforms import v2
+
         path, load_mask = self.samples[self.order[i]]
         try:
             image = tv_tensors.Image(v2.functional.pil_to_tensor(Image.open(path).convert("RGB")))
@@ -287,6 +297,8 @@ def build_coco(cfg: DataConfig, device: torch.device) -> DataSource:
 
 def cityscapes_train_ids() -> np.ndarray:
     """A lookup table from CityScapes label ids (0-255) to the 19 train ids (255: ignored)."""
+    from torchvision.datasets import Cityscapes
+
     table = np.full(256, IGNORE_INDEX, dtype=np.uint8)
     for cls in Cityscapes.classes:
         if 0 <= cls.id < 256 and 0 <= cls.train_id < 255:
@@ -299,6 +311,8 @@ CITYSCAPES_CLASSES = 19
 
 def _read_cityscapes(root: Path, split: str) -> list[Sample]:
     """The fine-annotated samples of ``split`` with label ids mapped to train ids."""
+    from torchvision.datasets import Cityscapes
+
     try:
         ds = Cityscapes(str(root), split=split, mode="fine", target_type="semantic")
     except (RuntimeError, OSError, ValueError) as err:

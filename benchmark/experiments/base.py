@@ -8,7 +8,6 @@ how the cells are laid out (:class:`TableLayout`). Selection, aggregation and re
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 import re
@@ -21,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 import pandas as pd
 
 from benchmark.config.parse import config_from_dict
-from benchmark.config.run import RunConfig
+from benchmark.config.run import RunConfig, copy_value
 from benchmark.core.errors import ConfigError
 from benchmark.training.validation import validate
 
@@ -139,7 +138,7 @@ class Problem:
 def make_config(base: Mapping[str, Any], values: Mapping[str, Any]) -> RunConfig:
     """A copy of ``base`` with dotted ``values`` (``"method.sparsity": 0.9``, ``"seed": 1``)
     set; parsed and validated."""
-    data = copy.deepcopy(dict(base))
+    data = copy_value(dict(base))
     for key, value in values.items():
         *sections, name = key.split(".")
         node = data
@@ -233,7 +232,7 @@ class Experiment:
 
     @property
     def paper_table(self) -> str | None:
-        """The id of the paper's own numbers in results/paper, when the paper has a table."""
+        """The id of the paper's own numbers (benchmark/experiments/paper), when it has a table."""
         from benchmark.experiments.paper_numbers import list_paper_tables
 
         return self.id if self.id in list_paper_tables() else None

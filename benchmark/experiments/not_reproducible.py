@@ -1,7 +1,7 @@
 """The paper's tables that no spec rebuilds, each with the reason, so that none is silently absent.
 
-``results/paper/`` holds every numeric table of the paper; each is either an experiment id or
-listed here (a test checks that).
+``benchmark/experiments/paper/`` holds every numeric table of the paper; each is either an
+experiment id or listed here (a test checks that).
 """
 
 from __future__ import annotations

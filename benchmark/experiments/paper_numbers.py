@@ -1,10 +1,10 @@
 """The paper's reported numbers as data.
 
-``results/paper/*.csv`` holds every numeric table of Zimmer et al., "How I Learned to Stop
-Worrying and Love Retraining" (ICLR 2023), one file per table (schema in
-``results/paper/README.md``).  This module loads those files and contains the small LaTeX
-table parser that produced them and that the tests use to check them against the paper's
-source, cell by cell.
+``benchmark/experiments/paper/*.csv`` (package data, so a wheel install has them too) holds
+every numeric table of Zimmer et al., "How I Learned to Stop Worrying and Love Retraining"
+(ICLR 2023), one file per table (schema in ``benchmark/experiments/paper/README.md``).
+This module loads those files and contains the small LaTeX table parser that produced them
+and that the tests use to check them against the paper's source, cell by cell.
 
 Regenerate the CSVs (overwriting them) with::
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, DatasetError
 
 # Columns of the long-format CSVs (one row per table cell).
 LONG_COLUMNS: tuple[str, ...] = (
@@ -114,27 +114,30 @@ _COMMAND_TEXT: dict[str, str] = {
 }
 
 
-def _find_paper_dir() -> Path:
-    """Locate results/paper: next to the package in a checkout, else under the cwd."""
-    candidates = (
-        Path(__file__).resolve().parents[1] / "results" / "paper",
-        Path.cwd() / "results" / "paper",
-    )
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    return candidates[0]
+# Next to this module, whatever the working folder and whether installed editable or from a
+# wheel: the one copy of the paper's numbers.
+PAPER_DIR: Path = Path(__file__).resolve().with_name("paper")
 
 
-PAPER_DIR: Path = _find_paper_dir()
+class PaperNumbersMissing(DatasetError):
+    """The paper's published numbers (package data) are not where the package expects them."""
 
 
 # --------------------------------------------------------------------------- loading
 
 
 def list_paper_tables() -> list[str]:
-    """Return the ids of all transcribed paper tables (CSV file stems), sorted."""
-    return sorted(p.stem for p in PAPER_DIR.glob("*.csv"))
+    """Return the ids of all transcribed paper tables (CSV file stems), sorted.
+
+    Raises PaperNumbersMissing when the package data holds none (a broken install).
+    """
+    tables = sorted(p.stem for p in PAPER_DIR.glob("*.csv"))
+    if not tables:
+        raise PaperNumbersMissing(
+            f"the paper's published numbers are missing: no *.csv in {PAPER_DIR} "
+            "(package data of prunebench; reinstall it, or restore benchmark/experiments/paper/)"
+        )
+    return tables
 
 
 def _is_text_column(column: pd.Series) -> bool:

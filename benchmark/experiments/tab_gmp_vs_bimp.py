@@ -16,14 +16,23 @@ LR_SCHEDULES = {"stepped": "original", "linear": "linear", "cyclic": "cyclic"}
 
 
 def gmp_rows(
-    schedules: tuple[str, ...], modes: tuple[str, ...], labelled_mode: bool
+    schedules: tuple[str, ...],
+    modes: tuple[str, ...],
+    labelled_mode: bool,
+    standard_linear: bool = False,
 ) -> tuple[MethodRow, ...]:
-    """One GMP row per (mode, schedule), pruning every 5 or 10 epochs (the interval tuned)."""
+    """One GMP row per (mode, schedule), pruning every 5 or 10 epochs (the interval tuned).
+
+    ``standard_linear``: the linear row trains the problem's own schedule switched to linear
+    (``schedule.name``), with its warm-up, instead of GMP's linear decay from the first step.
+    """
     rows = []
     for mode in modes:
         for schedule in schedules:
             label = f"GMP ({schedule}, {mode})" if labelled_mode else f"GMP ({schedule})"
             fixed = {"method.lr_schedule": LR_SCHEDULES[schedule], "method.variant": mode}
+            if standard_linear and schedule == "linear":
+                fixed = {"schedule.name": "linear", "method.variant": mode}
             rows.append(MethodRow(label, "gmp", fixed, {"method.interval": (5, 10)}))
     return tuple(rows)
 
@@ -41,8 +50,14 @@ CIFAR100_ROWS = (
     *gmp_rows(("stepped", "linear", "cyclic"), ("hard", "soft"), labelled_mode=True),
     MethodRow("BIMP", "bimp", {"budget.initial_epochs": 100}, {"budget.cycles": (1, 2, 3, 4)}),
 )
+# ImageNet follows its standard setup, as the paper says this table does: the stepped and the
+# linear row keep the 5 warm-up epochs (the linear row trains exactly the main table's GMP
+# linear runs, whose 90% cell the paper prints from this row). The cyclic row restarts GMP's
+# linear decay from 0.1 at every pruning step, without warm-up: a 5-epoch warm-up would be the
+# whole first cycle at an interval of 5 epochs (half of it at 10), which the paper describes
+# nowhere.
 IMAGENET_ROWS = (
-    *gmp_rows(("stepped", "cyclic", "linear"), ("hard",), labelled_mode=False),
+    *gmp_rows(("stepped", "cyclic", "linear"), ("hard",), False, standard_linear=True),
     MethodRow(
         "BIMP", "bimp", grid={"budget.initial_epochs": (60, 75), "budget.cycles": (1, 2, 3, 4)}
     ),

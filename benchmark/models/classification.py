@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-import torchvision
 from torch import Tensor, nn
 
 from benchmark.core.errors import ConfigError
@@ -335,6 +334,10 @@ def wrn28_10_standard(num_classes: int, input_shape: InputShape) -> nn.Module:
 @MODELS.register("resnet50")
 def resnet50(num_classes: int, input_shape: InputShape) -> nn.Module:
     """Build torchvision's ImageNet ResNet-50 with random weights (25.56M params at 1000)."""
+    # torchvision is imported by the builders that use it: importing it costs seconds of CPU
+    # that every command validating a config (table, list, a dry run) would pay for nothing.
+    import torchvision
+
     model = torchvision.models.resnet50(weights=None, num_classes=num_classes)
     if input_shape[0] != 3:
         # Only the stem depends on the channel count; torchvision initialises it the same way.
@@ -352,4 +355,6 @@ def maxvit_t(num_classes: int, input_shape: InputShape) -> nn.Module:
     """
     if tuple(input_shape) != (3, 224, 224):
         raise ConfigError("model.name", "maxvit_t", "a dataset of 3x224x224 images (imagenet)")
+    import torchvision
+
     return deterministic_pools(torchvision.models.maxvit_t(weights=None, num_classes=num_classes))

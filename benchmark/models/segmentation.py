@@ -18,16 +18,11 @@ in training when it has an auxiliary head), like torchvision's segmentation mode
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-import torchvision
 from torch import Tensor, nn
-from torchvision.models._utils import IntermediateLayerGetter
-from torchvision.models.resnet import Bottleneck, ResNet
-from torchvision.models.segmentation import DeepLabV3
-from torchvision.models.segmentation.deeplabv3 import ASPP
-from torchvision.models.segmentation.fcn import FCNHead
 
 from benchmark.models.registry import (
     CUDA_NONDETERMINISTIC,
@@ -37,6 +32,13 @@ from benchmark.models.registry import (
     InputShape,
 )
 
+if TYPE_CHECKING:
+    from torchvision.models._utils import IntermediateLayerGetter
+    from torchvision.models.resnet import ResNet
+
+# torchvision is imported by the builders that use it: importing it costs seconds of CPU that
+# every command validating a config (table, list, a dry run) would pay for nothing.
+
 PSP_BINS = (1, 2, 3, 6)
 # Output stride 8: the last two stages keep the resolution and dilate instead.
 DILATED = [False, True, True]
@@ -45,12 +47,16 @@ DILATED = [False, True, True]
 def dilated_backbone(resnet: ResNet, aux: bool) -> IntermediateLayerGetter:
     """``layer4`` (and ``layer3`` as ``"aux"``) features of a ResNet, as torchvision's
     segmentation models take them (state-dict keys ``backbone.*`` match a ResNet's)."""
+    from torchvision.models._utils import IntermediateLayerGetter
+
     layers = {"layer4": "out"} | ({"layer3": "aux"} if aux else {})
     return IntermediateLayerGetter(resnet, return_layers=layers)
 
 
 def tiny_resnet() -> ResNet:
     """A Bottleneck ResNet with one block per stage and 4-wide groups (about 3M weights)."""
+    from torchvision.models.resnet import Bottleneck, ResNet
+
     return ResNet(Bottleneck, [1, 1, 1, 1], width_per_group=4, replace_stride_with_dilation=DILATED)
 
 
@@ -119,6 +125,8 @@ class PSPNet(nn.Module):
 
 def deeplab_head(in_channels: int, num_classes: int, channels: int) -> nn.Sequential:
     """torchvision's DeepLabHead (ASPP at rates 12/24/36, 3x3 conv, classifier), any width."""
+    from torchvision.models.segmentation.deeplabv3 import ASPP
+
     return nn.Sequential(
         ASPP(in_channels, [12, 24, 36], out_channels=channels),
         nn.Conv2d(channels, channels, 3, padding=1, bias=False),
@@ -131,6 +139,8 @@ def deeplab_head(in_channels: int, num_classes: int, channels: int) -> nn.Sequen
 @MODELS.register("deeplabv3_resnet50")
 def deeplabv3_resnet50(num_classes: int, input_shape: InputShape) -> nn.Module:
     """Build torchvision's DeepLabV3-ResNet-50 (no auxiliary head; 39.6M weights at 21 classes)."""
+    import torchvision
+
     return torchvision.models.segmentation.deeplabv3_resnet50(
         weights=None, weights_backbone=None, num_classes=num_classes, aux_loss=False
     )
@@ -139,6 +149,9 @@ def deeplabv3_resnet50(num_classes: int, input_shape: InputShape) -> nn.Module:
 @MODELS.register("pspnet_resnet101")
 def pspnet_resnet101(num_classes: int, input_shape: InputShape) -> nn.Module:
     """Build PSPNet on a dilated torchvision ResNet-101 (67.9M weights at 19 classes)."""
+    import torchvision
+    from torchvision.models.segmentation.fcn import FCNHead
+
     resnet = torchvision.models.resnet101(weights=None, replace_stride_with_dilation=DILATED)
     return PSPNet(
         dilated_backbone(resnet, aux=True),
@@ -150,6 +163,8 @@ def pspnet_resnet101(num_classes: int, input_shape: InputShape) -> nn.Module:
 @MODELS.register("deeplabv3_tiny")
 def deeplabv3_tiny(num_classes: int, input_shape: InputShape) -> nn.Module:
     """Build DeepLabV3 on the tiny Bottleneck ResNet with a 16-channel ASPP (tests, smoke runs)."""
+    from torchvision.models.segmentation import DeepLabV3
+
     return DeepLabV3(
         dilated_backbone(tiny_resnet(), aux=False), deeplab_head(2048, num_classes, 16)
     )

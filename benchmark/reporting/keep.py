@@ -216,28 +216,32 @@ def kept_bytes_estimate(
     runs: Sequence[PlannedRun],
     sizes: Mapping[str, int],
     layout: Any,
+    run_ids: Sequence[str] | None = None,
+    parent_ids: Iterable[str] | None = None,
 ) -> int:
     """Before anything ran: the bytes ``--keep needed`` keeps of a table once it is complete:
     every dense run, and per cell one configuration's runs (per goal column for the methods
-    whose sparsity is not set beforehand). ``sizes`` maps run ids to their packed bytes."""
+    whose sparsity is not set beforehand). ``sizes`` maps run ids to their packed bytes;
+    ``run_ids`` (the runs' ids, in order) and ``parent_ids`` (their dense parents' ids) spare
+    computing them again, when the caller has them."""
     from methods import get_method
 
-    dense = {r.cfg.run_id for r in runs if r.cfg.method.name == "dense"}
-    dense |= {
-        p.run_id
-        for r in runs
-        if (p := get_method(r.cfg.method.name)(r.cfg).parent_config()) is not None
-    }
+    ids = [r.cfg.run_id for r in runs] if run_ids is None else list(run_ids)
+    if parent_ids is None:
+        parents = (get_method(r.cfg.method.name)(r.cfg).parent_config() for r in runs)
+        parent_ids = {p.run_id for p in parents if p is not None}
+    dense = {rid for rid, r in zip(ids, runs, strict=True) if r.cfg.method.name == "dense"}
+    dense |= set(parent_ids)
     total = sum(sizes.get(rid, 0) for rid in dense)
     if layout is None:
         return total
     goals = {s: len(b.sparsities) for b in layout.blocks for s, _ in b.groups}
     cells: dict[tuple[Any, ...], dict[str, list[str]]] = {}
-    for r in runs:
-        if r.cfg.run_id in dense:
+    for rid, r in zip(ids, runs, strict=True):
+        if rid in dense:
             continue
         key = (r.section, r.row, r.sparsity, r.budget, r.x)
-        cells.setdefault(key, {}).setdefault(r.tuned, []).append(r.cfg.run_id)
+        cells.setdefault(key, {}).setdefault(r.tuned, []).append(rid)
     for key, configs in cells.items():
         per_config = [sum(sizes.get(rid, 0) for rid in ids) for ids in configs.values()]
         kept_configs = 1 if key[2] is not None else min(len(per_config), goals.get(key[0], 1))

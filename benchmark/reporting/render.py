@@ -293,7 +293,8 @@ def _tex_cell(v: Value, metric: str, with_paper: bool) -> str:
 
 
 def table_frame(table: Table) -> pd.DataFrame:
-    """The table in the long format of results/paper/*.csv, plus run counts and paper values."""
+    """The table in the long format of the paper's CSVs (benchmark/experiments/paper), plus run
+    counts and paper values."""
     rows = []
     agree = {a.key: a for a in table.agreement}
     for block in table.blocks:

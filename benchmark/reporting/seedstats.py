@@ -24,6 +24,12 @@ columns contradict). The price is power: with 2-3 seeds only very large gaps are
 unmarked cell was *not shown different* with its seeds; it is not shown equivalent.
 ``?`` marks a cell that cannot be tested, with the reason in the CSV (one seed, no spread, a
 NaN value).
+
+Accuracies count test images: k/N * 100 carries float rounding, so two gaps of the same
+number of images differ by ~1e-14 and a constant gap would look like a paired sample with a
+tiny but nonzero spread (p ~ 1e-16). The marks are therefore decided on whole test images when
+the test size is known (``resolution``: the metric's value of one test image, 100/N), and
+otherwise with spreads below :data:`FLOAT_TOLERANCE` (relative) counted as none.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ BOOTSTRAP_RESAMPLES = 9999
 # interval is 50% at n = 2, 75% at n = 3, 83% at n = 5; below 30 it is flagged (91% at n = 10,
 # 93% at n = 20; normal data, 4,000 samples each, /tmp/research/sim26.py).
 BOOTSTRAP_MIN_SEEDS = 10
+# Relative spread below which seeds count as equal when no test size is known: float rounding
+# of k/N is ~1e-16 relative, one image of ImageNet's 50,000-image validation set 2e-5.
+FLOAT_TOLERANCE = 1e-9
 BOOTSTRAP_FLAG_SEEDS = 30
 
 # Why a cell carries ``?`` (the CSV's ``untestable`` column).
@@ -157,6 +166,22 @@ def summarize(
     return Summary(mean, std, n, float(low), float(high), level, method)
 
 
+def in_test_images(sample: Mapping[int, float], resolution: float | None) -> dict[int, float]:
+    """``sample`` counted in whole test images (``resolution``: the value of one image; None
+    keeps the values); NaN stays NaN."""
+    if resolution is None:
+        return dict(sample)
+    if not resolution > 0:
+        raise ConfigError("resolution", resolution, "a positive value of one test image")
+    return {s: v if math.isnan(v) else float(round(v / resolution)) for s, v in sample.items()}
+
+
+def _has_spread(var: float, values: Iterable[float]) -> bool:
+    """Whether a variance is more than float rounding of ``values`` (False for NaN)."""
+    scale = max((abs(v) for v in values), default=0.0)
+    return var > (FLOAT_TOLERANCE * max(scale, 1.0)) ** 2
+
+
 def _t_statistic(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float, float, str]:
     """(t, degrees of freedom, test) of equal means; t is NaN when the samples cannot be tested
     (fewer than two values, a NaN value, or no spread)."""
@@ -165,7 +190,7 @@ def _t_statistic(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float,
         n = len(d)
         mean = math.fsum(d) / n
         var = math.fsum((v - mean) ** 2 for v in d) / (n - 1)
-        if not var > 0:  # also NaN
+        if not _has_spread(var, [*a.values(), *b.values()]):
             return math.nan, math.nan, "paired"
         return mean / math.sqrt(var / n), float(n - 1), "paired"
     x, y = list(a.values()), list(b.values())
@@ -174,7 +199,7 @@ def _t_statistic(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float,
     mx, my = math.fsum(x) / len(x), math.fsum(y) / len(y)
     vx = math.fsum((v - mx) ** 2 for v in x) / (len(x) - 1) / len(x)
     vy = math.fsum((v - my) ** 2 for v in y) / (len(y) - 1) / len(y)
-    if not (vx > 0 and vy > 0):
+    if not (_has_spread(vx * len(x), x) and _has_spread(vy * len(y), y)):
         # A side without spread would enter with variance 0, as if its mean were exact: two
         # equal seeds of a quantised metric (one test image is 0.01%) say nothing of that.
         return math.nan, math.nan, "welch"
@@ -183,15 +208,18 @@ def _t_statistic(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float,
     return (mx - my) / math.sqrt(se2), df, "welch"
 
 
-def p_value(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[float, str]:
+def p_value(
+    a: Mapping[int, float], b: Mapping[int, float], resolution: float | None = None
+) -> tuple[float, str]:
     """Two-sided p-value of equal means of seed->value samples ``a`` and ``b``, and the test.
 
     Paired t-test when both hold the same seeds (at least two), Welch's t-test otherwise. NaN
     when it cannot be tested: fewer than two values on a side, a NaN value, or no spread (a
     constant paired difference, or, unpaired, a side whose values are all equal; a t-test from
-    no observed variation would give p = 0, i.e. "significant" from two equal seeds).
+    no observed variation would give p = 0, i.e. "significant" from two equal seeds). With
+    ``resolution`` (the value of one test image) the values are compared in whole images.
     """
-    t, df, test = _t_statistic(a, b)
+    t, df, test = _t_statistic(in_test_images(a, resolution), in_test_images(b, resolution))
     return (math.nan if math.isnan(t) else float(2 * stats.t.sf(abs(t), df))), test
 
 
@@ -213,16 +241,20 @@ def _untestable_reason(sample: Mapping[int, float]) -> str:
     return ONE_SEED if len(sample) < 2 else ""
 
 
-def significance_marks(samples: Sequence[Mapping[int, float]], level: float = 0.95) -> list[Mark]:
+def significance_marks(
+    samples: Sequence[Mapping[int, float]], level: float = 0.95, resolution: float | None = None
+) -> list[Mark]:
     """Per sample (the cells of one column): its :class:`Mark` against the column's best.
 
     The best is the largest mean among the testable cells (two seeds or more, no NaN); a cell
     with one seed and a larger mean gets ``?`` (:data:`BEST_ONE_SEED`). All pairs of testable
     cells form one Holm family at ``alpha = 1 - level`` (a pair without spread enters it with
     p = 1, which can only make the others harder to reject); a cell is :data:`WORSE` when its
-    pair with the best is rejected.
+    pair with the best is rejected. ``resolution``: the value of one test image (100/N for an
+    accuracy in %), to decide on whole images; None for metrics that are not counts.
     """
     check_level(level)
+    samples = [in_test_images(s, resolution) for s in samples]
     alpha = 1 - level
     reasons = [_untestable_reason(s) for s in samples]
     means = [

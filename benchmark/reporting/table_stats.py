@@ -17,6 +17,7 @@ import math
 import pandas as pd
 
 from benchmark.experiments.base import TableLayout
+from benchmark.reporting.agreement import split_size
 from benchmark.reporting.seedstats import (
     CiMethod,
     caption,
@@ -74,8 +75,11 @@ def annotate(
         _describe(value, sample, metric, level, method)
         if group is not None:
             columns.setdefault(group, []).append((value, sample))
+    # Accuracies count test images: decided on whole images (float rounding of k/N is no spread).
+    images = split_size(plan, store)
+    resolution = 100.0 / images if images and layout.highlight_metric == "accuracy" else None
     for entries in columns.values():
-        marks = significance_marks([s for _, s in entries], level)
+        marks = significance_marks([s for _, s in entries], level, resolution)
         for (value, _), mark in zip(entries, marks, strict=True):
             value.annotation += mark.mark
             value.stats.update(

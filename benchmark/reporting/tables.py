@@ -389,7 +389,11 @@ def rebuild(
         raise ConfigError("table id", experiment.id, "the id of a table (this one is a figure)")
     frame = load_store(store_dir) if store is None else store
     published = None
-    if paper and experiment.paper_table is not None:
+    if paper:
+        # --paper promises the published columns: without them it is an error, not a table
+        # that silently lacks them.
+        if experiment.paper_table is None:
+            raise ConfigError("--paper", experiment.id, "a table the paper prints numbers for")
         published = load_paper_table(experiment.paper_table)
     unavailable = getattr(experiment, "unavailable_rows", lambda _scale: {})(scale)
     table = build_table(

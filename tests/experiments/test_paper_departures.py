@@ -116,15 +116,33 @@ def test_allr_ablations_retrain_2_5_and_20_epochs(table: str, tmp_path: Path) ->
     assert epochs == {"2%": 2, "5%": 5, "20%": 20}
 
 
-def test_structured_cifar10_keeps_its_header_budgets(tmp_path: Path) -> None:
-    # Our decision (weak evidence, see tab_schedule_filter): the header's 20% = 40 epochs.
+def test_structured_cifar10_retrains_its_captions_epochs(tmp_path: Path) -> None:
+    # The one rule (as the ALLR ablations): a caption's epoch counts are trained, under the
+    # printed labels: the caption's "15% (30 epochs)" is the header's "20%" column.
     spec = get_experiment("appendix-schedule-comparison-structured-c10")
     assert isinstance(spec, ScheduleTable)
     grid = dataclasses.replace(spec.grids["paper"], sparsities=(50,), translations=("FT",))
     runs = ScheduleTable("t", "t", grid, grid).runs("paper", tmp_path)
-    assert {r.budget: r.cfg.budget.epochs for r in runs} == {"5%": 10, "10%": 20, "20%": 40}
-    caption = dataclasses.replace(grid, budget_epochs={"20%": 30})
-    assert caption.cycles_and_epochs("20%") == (1, 30)
+    assert {r.budget: r.cfg.budget.epochs for r in runs} == {"5%": 10, "10%": 20, "20%": 30}
+    header = dataclasses.replace(grid, budget_epochs={})
+    assert header.cycles_and_epochs("20%") == (1, 40)
+
+
+def test_imagenet_gmp_ablation_keeps_the_standard_warm_up(tmp_path: Path) -> None:
+    """The stepped and linear rows train the main table's GMP runs (5 warm-up epochs); the
+    cyclic row restarts GMP's own decay at every pruning step."""
+    ablation = get_experiment("gmp-vs-bimp-imagenet").runs("paper", tmp_path)
+    main = get_experiment("stable-unstable-results").runs("paper", tmp_path)
+    shared = {r.cfg.run_id for r in main if r.cfg.method.name == "gmp"}
+    for label, schedule in (("stepped", "stepped"), ("linear", "linear")):
+        rows = [r for r in ablation if r.row == f"GMP ({label})"]
+        assert len(rows) == 12 and {r.cfg.run_id for r in rows} <= shared
+        assert {(r.cfg.schedule.name, r.cfg.method.params.lr_schedule) for r in rows} == {
+            (schedule, "original")
+        }
+        assert {r.cfg.schedule.warmup_epochs for r in rows} == {5.0}
+    cyclic = [r for r in ablation if r.row == "GMP (cyclic)"]
+    assert {r.cfg.method.params.lr_schedule for r in cyclic} == {"cyclic"}
 
 
 # --------------------------------------------------------------------------- 25.5

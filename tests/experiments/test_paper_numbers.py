@@ -1,4 +1,5 @@
-"""The transcribed paper tables (results/paper/*.csv) checked against the paper's LaTeX."""
+"""The transcribed paper tables (benchmark/experiments/paper/*.csv) checked against the
+paper's LaTeX."""
 
 from __future__ import annotations
 

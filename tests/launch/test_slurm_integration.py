@@ -41,7 +41,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "slurm" / "dev-cluster.sh"
 SMOKE = ROOT / "slurm" / "grids" / "smoke.toml"
 # Seconds of training the time-limit run should need: more than the most that one 1-minute slot
-# allows before its USR2 (about 50 s with a 5 s delay), less than two slots.
+# allows before its USR2 (about 50 s with a 5 s delay), less than two slots. Its first
+# interruption does not depend on it (the test sends the time-out signal itself, see
+# time_limit_run); the work only makes a second one, by SLURM's own time limit, likely.
 TIME_LIMIT_WORK_S = 70.0
 # Seconds of training of the cancelled and the requeued run: they must still be training when
 # SLURM's SIGKILL comes, KillWait = 5 s after the SIGTERM that submitit ignores.
@@ -171,17 +173,36 @@ def epochs_for(seconds: float, seconds_per_epoch: float) -> int:
 
 @pytest.fixture(scope="module")
 def time_limit_run(cluster: None, work: Path, seconds_per_epoch: float) -> Background:
-    """Submit a run that needs longer than a 1-minute slot: it must checkpoint and requeue."""
+    """Submit a run that needs longer than a 1-minute slot, and interrupt it as SLURM's time
+    limit does once it trains: it must checkpoint, requeue, resume and finish."""
     epochs = epochs_for(TIME_LIMIT_WORK_S, seconds_per_epoch)
     store = work / "time-limit-runs"
     # USR2 5 s before the 1-minute limit: slurmctld sends it on its 30 s tick, 25-55 s into
-    # each slot, so the run is interrupted at least once, resumes, and finishes.
+    # each slot. Whether that comes before the run ends depends on the machine's speed at
+    # that moment (the epochs are sized from a timing taken before), so it is not relied on.
     settings = slurm(time_min=1, signal_delay_s=5)
     settings.max_requeues = 8
     exp = prepare(load_grid(long_grid(work, "timelimit", seed=3, epochs=epochs)), store, settings)
     result = submit_grid(exp, store, settings)
     (job,) = result.jobs
-    return Background(exp, store, job, epochs, time.monotonic())
+    (run,) = exp.runs
+    submitted = time.monotonic()
+    interrupt_once_training(store, run.run_id, job)
+    return Background(exp, store, job, epochs, submitted)
+
+
+def interrupt_once_training(store: Path, run_id: str, job: str) -> None:
+    """Send ``job`` the time-limit signal (USR2, as ``submitit``'s ``_interrupt(timeout=True)``)
+    as soon as its run has written its first epoch checkpoint: the run is then certainly
+    interrupted, with at least 11 of its 12 or more epochs (seconds of work) still to train,
+    and it resumes from a checkpoint, whatever the machine's speed."""
+    checkpoint = Store(store).checkpoint_path(run_id)
+    wait_until(checkpoint.exists, 300, "the time-limited run's first epoch checkpoint", 0.05)
+    signal = subprocess.run(
+        ["scancel", job, "--signal", "USR2"], capture_output=True, text=True, timeout=30
+    )
+    assert signal.returncode == 0, signal.stdout + signal.stderr
+    assert Store(store).read(run_id) is None  # still training when the signal went out
 
 
 def test_smoke_grid_runs_resubmits_nothing_and_reports_status(

@@ -149,6 +149,40 @@ def test_two_equal_seeds_are_not_significant_and_have_no_interval():
     assert (marks[1].mark, marks[1].untestable) == (UNTESTABLE, NO_SPREAD)
 
 
+DIGITS_TEST = 360  # the smoke scale's test split: one image is 0.28 points
+
+
+def _in_percent(images: list[int], size: int = DIGITS_TEST) -> dict[int, float]:
+    """Seed -> accuracy in % of ``images`` correct test images, as a run records it."""
+    return {seed: k / size * 100 for seed, k in enumerate(images)}
+
+
+@pytest.mark.parametrize("resolution", [100 / DIGITS_TEST, None])
+def test_a_constant_gap_of_whole_test_images_is_untestable(resolution: float | None):
+    """27 images fewer on both seeds: the differences agree only up to float rounding (7.5 and
+    7.500000000000014), which once gave a paired p of ~1e-16 and a false ``↓``."""
+    best, other = _in_percent([300, 301]), _in_percent([273, 274])
+    gaps = [best[s] - other[s] for s in best]
+    assert gaps[0] != gaps[1]  # the float rounding this test is about is really there
+    assert math.isnan(p_value(best, other, resolution)[0])
+    marks = significance_marks([best, other], 0.95, resolution)
+    assert (marks[1].mark, marks[1].untestable) == (UNTESTABLE, NO_SPREAD)
+    # One image more on one seed is a spread, and is tested.
+    assert not math.isnan(p_value(best, _in_percent([273, 275]), resolution)[0])
+
+
+def test_a_table_decides_on_whole_test_images():
+    """The table's marks use the store's test size: a constant 27-image gap gets ``?``."""
+    plan, store, layout = _plan_and_store(0.0)
+    correct = {"A0": 300, "A1": 301, "A2": 305, "B0": 273, "B1": 274, "B2": 278}
+    store["test.top1"] = store["run_id"].map(correct) / DIGITS_TEST
+    store["val.top1"] = store["test.top1"]
+    store["test.n"] = DIGITS_TEST
+    table = annotate(build_table("t", "smoke", layout, plan, store), layout, plan, store)
+    b = table.blocks[0].groups[0][1].values[0]
+    assert b.annotation.endswith(UNTESTABLE) and b.stats["untestable"] == NO_SPREAD
+
+
 @pytest.mark.parametrize(("level", "quantile"), [(0.95, "12.71 at n=2"), (0.9, "6.31 at n=2")])
 def test_caption_quotes_the_t_quantile_of_its_level(level: float, quantile: str):
     text = caption(level, "t", [2, 3, 3])

@@ -37,8 +37,8 @@ PAPER_COLUMNS: dict[str, tuple[str, str]] = {
     "imagenet-IMP-envelope": ("appendix-schedule-comparison-imagenet", "2.22%"),
 }
 NO_CLAIM = (
-    "Agreement with the paper: none computed (the paper gives no numbers for this figure and "
-    "this check knows no finding of it to test), so this figure claims neither way."
+    "Agreement with the paper: not computed (the paper prints no numbers for this figure and no "
+    "check of its stated finding is implemented), so this figure claims neither way."
 )
 
 

@@ -60,6 +60,11 @@ def add_parsers(sub: Any) -> None:
 
     plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
     plot.add_argument("id", help="figure or table id (prunebench list)")
+    plot.add_argument(
+        "--paper",
+        action="store_true",
+        help="also print whether the figure shows the paper's shape (as its footer says)",
+    )
     _common(plot, out_help="folder for <id>.png and <id>.pdf (default: results/figures)")
     add_slice_args(plot)
 
@@ -324,7 +329,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
     for path in draw(experiment, scale, args.store, figures, within=within, plan=plan,
                      labels=labels):  # fmt: skip
         print(f"wrote {path}")
+    if args.paper:
+        _print_agreement(experiment, scale, args.store, within, plan)
     return 0
+
+
+def _print_agreement(experiment: Any, scale: str, store: str, within: Any, plan: Any) -> None:
+    """Whether the figure shows the paper's shape (the lines of its footer), on stdout."""
+    from benchmark.reporting.figure_agreement import stored_agreement
+
+    for line in stored_agreement(experiment, scale, store, within=within, plan=plan):
+        print(line)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -472,6 +487,8 @@ def _build_outputs(
         for path in draw(experiment, args.scale, args.store, figures, within=within, plan=plan,
                          labels=labels):  # fmt: skip
             print(f"wrote {path}")
+        if args.paper:
+            _print_agreement(experiment, args.scale, args.store, within, plan)
 
 
 def _ext(fmt: str) -> str:

@@ -411,6 +411,11 @@ def build_figure(
     fig = FIGURES[experiment.plot](experiment, scale, plan, store)
     if labels and fig._suptitle is not None:
         fig.suptitle(fig._suptitle.get_text() + "\n" + "; ".join(labels), fontsize=8)
+    if fig._suptitle is not None:  # whether it shows the paper's shape closes the footer
+        from benchmark.reporting.figure_agreement import figure_agreement, wrapped
+
+        lines = wrapped(figure_agreement(experiment, plan, store), fig.get_figwidth())
+        fig.suptitle("\n".join([fig._suptitle.get_text(), *lines]), fontsize=8)
     return fig
 
 

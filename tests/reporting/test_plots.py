@@ -37,8 +37,9 @@ def test_envelope_has_one_panel_per_sparsity_with_imp_band_and_both_references(t
         assert _labels(fig) == ["IMP + ALLR", "dense model", "Renda et al."]
         assert len(ax.collections) == 1  # the max-min band over seeds
         imp = ax.get_lines()[0]
-        # One point per distinct total E * J of the smoke grid (E in {1, 2}, J in {1, 2, 3}).
-        assert list(imp.get_xdata()) == [1.0, 2.0, 3.0, 4.0, 6.0]
+        # One point per distinct total E * J of the smoke grid (E in {1, 2, 4, 10}, J in 1-3, 6).
+        totals = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 20.0, 24.0, 30.0, 60.0]
+        assert list(imp.get_xdata()) == totals
 
 
 def test_budgeted_initial_draws_deviation_lines_that_end_at_zero(tmp_path):
@@ -51,7 +52,7 @@ def test_budgeted_initial_draws_deviation_lines_that_end_at_zero(tmp_path):
         assert len(lines) == 3  # two sparsities and the zero line
         assert _labels(fig) == ["90%", "95%"]
         for line in lines[:2]:
-            assert line.get_xdata()[-1] == 20.0 and line.get_ydata()[-1] == pytest.approx(0.0)
+            assert line.get_xdata()[-1] == 40.0 and line.get_ydata()[-1] == pytest.approx(0.0)
 
 
 def test_selection_criteria_tradeoffs_have_sparsity_and_speedup_rows(tmp_path):
@@ -100,14 +101,14 @@ def test_draw_writes_png_and_pdf_and_reports_missing_runs(tmp_path):
 
 def test_imagenet_envelope_has_a_line_per_schedule_and_the_dense_reference(tmp_path):
     fig, plan = _figure("imagenet-IMP-envelope", tmp_path)
-    assert [ax.get_title() for ax in fig.axes] == ["50% sparsity", "90% sparsity"]
+    assert [ax.get_title() for ax in fig.axes] == ["90% sparsity", "95% sparsity"]
     schedules = ("FT", "LRW", "SLR", "CLR", "LLR", "ALLR")
     assert _labels(fig) == [f"IMP + {s}" for s in schedules] + ["dense model"]
     for ax in fig.axes:
         assert ax.get_xlabel() == "total retraining epochs"
         assert len(ax.get_lines()) == 7 and len(ax.collections) == 6
-        # Totals E * J for E in {1, 2} and J in {1, 2}: 1, 2 and 4 epochs.
-        assert list(ax.get_lines()[0].get_xdata()) == [1.0, 2.0, 4.0]
+        # Totals E * J for E in {1, 2, 4} and J in {1, 2, 3}: the two schedule tables' budgets.
+        assert list(ax.get_lines()[0].get_xdata()) == [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]
 
 
 def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tmp_path):
@@ -170,7 +171,7 @@ def test_lines_of_one_figure_never_share_a_colour(tmp_path):
 def test_figures_explain_bands_references_and_rows_left_out(tmp_path):
     fig, plan = _figure("cifar10-envelope", tmp_path)
     title = fig.get_suptitle()
-    assert "Points: mean over 2 seeds; shaded bands: min to max over them" in title
+    assert "Points: mean over 8 seeds; shaded bands: min to max over them" in title
     assert "Renda et al., its own budget" in title
     assert "Not shown" not in title  # every row has points in the synthetic store
     fig, plan = _figure("stable-unstable-results", tmp_path, store=pd.DataFrame())
@@ -185,11 +186,13 @@ def test_the_footer_counts_the_seeds_of_the_points_not_of_the_plan(tmp_path):
     plan = experiment.plan("smoke", tmp_path)
     store = synthetic_store(plan)
     fig = FIGURES[experiment.plot](experiment, "smoke", plan, store)
-    assert "Points: mean over 2 seeds; shaded" in fig.get_suptitle()
+    seeds = plan["seed"].nunique()
+    assert seeds > 1
+    assert f"Points: mean over {seeds} seeds; shaded" in fig.get_suptitle()
     # Only seed 0 has finished (a slice, or a store still filling): 1-seed means.
     first = store[store["run_id"].isin(plan.loc[plan["seed"].eq(0), "run_id"])]
     fig = FIGURES[experiment.plot](experiment, "smoke", plan, first)
-    assert "Points: mean over 1 seed (of the plan's 2); shaded" in fig.get_suptitle()
+    assert f"Points: mean over 1 seed (of the plan's {seeds}); shaded" in fig.get_suptitle()
 
 
 def test_rows_that_draw_the_same_line_share_one_legend_entry_that_says_so():

@@ -155,8 +155,8 @@ def test_reproduce_dry_run_prints_both_plans_runs_and_device_hours(
     assert int(stage1) + int(stage2) < full and (bound is None) == ran
     # Hours are unknown until something measured the model's images/s (here: the runs).
     hours = r"[\d.]+ device-hours" if ran else "device-hours unknown"
-    assert re.search(rf"full procedure: {full} runs, \d+ passes, {hours}", err)
-    assert re.search(rf"staged tuning : (at most )?\d+ runs, \d+ passes, {hours}", err)
+    assert re.search(rf"full procedure: {full} runs, [\d,]+ passes, {hours}", err)
+    assert re.search(rf"staged tuning : (at most )?\d+ runs, [\d,]+ passes, {hours}", err)
 
 
 def _grid(tmp_path: Path) -> Path:

@@ -110,6 +110,13 @@ def load_tokenizer(folder: str) -> tuple[Encode, int]:
     ``folder`` (offline; a missing folder is an error naming it)."""
     if not folder:
         return byte_encode, BYTE_VOCAB
+    if folder.startswith("hf:"):  # the tokenizer of a model in the local Hub cache
+        from huggingface_hub import constants
+
+        repo = folder.removeprefix("hf:").replace("/", "--")
+        snapshots = Path(constants.HF_HUB_CACHE) / f"models--{repo}" / "snapshots"
+        found = sorted(snapshots.iterdir()) if snapshots.is_dir() else []
+        folder = str(found[-1]) if found else folder
     if not Path(folder).is_dir():
         raise ConfigError("data.tokenizer", folder, "an existing tokenizer folder, or '' (bytes)")
     from transformers import AutoTokenizer

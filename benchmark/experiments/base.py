@@ -238,6 +238,13 @@ class Experiment:
 
         return self.id if self.id in list_paper_tables() else None
 
+    def published_numbers(self) -> pd.DataFrame | None:
+        """The published values shown beside the table (``--paper``): the paper's own table in
+        long format (``benchmark.experiments.paper_numbers``), or None."""
+        from benchmark.experiments.paper_numbers import load_paper_table
+
+        return None if self.paper_table is None else load_paper_table(self.paper_table)
+
     def plan(self, scale: Scale, store: Path | str) -> pd.DataFrame:
         """:meth:`runs` as a frame (one row per run: run id, cell, tuned configuration, seed)."""
         return plan_frame(self.runs(scale, store))

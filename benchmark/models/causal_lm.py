@@ -21,6 +21,7 @@ from typing import Any
 from torch import nn
 
 from benchmark.core.errors import ConfigError
+from benchmark.models.pretrained import HF, hf_cache, hf_repo, require_available
 from benchmark.models.registry import DATASET_MODELS, FOLDER_MODELS, MODEL_DATASETS, MODELS
 
 # The tiny models' positions: enough for every smoke window, small enough to stay tiny.
@@ -77,6 +78,9 @@ def load_folder(folder: str) -> nn.Module:
     """The causal language model saved in ``folder`` (offline, in float32)."""
     from transformers import AutoModelForCausalLM
 
+    if folder.startswith(HF):
+        require_available(folder)  # names the missing cache folder and how to fill it
+        folder = str(hub_snapshot(folder))
     read_config(folder)  # the error naming the folder, before transformers' own
     try:
         return AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype="float32")
@@ -112,10 +116,22 @@ def read_config(folder: str) -> dict[str, Any]:
         ) from None
 
 
+def hub_snapshot(name: str) -> Path | None:
+    """The local Hub cache's snapshot folder of an ``hf:`` name, None when it is not there."""
+    folder = hf_cache() / f"models--{hf_repo(name).replace('/', '--')}" / "snapshots"
+    snapshots = sorted(folder.iterdir()) if folder.is_dir() else []
+    return snapshots[-1] if snapshots else None
+
+
 def lm_config(model: str, pretrained: str) -> dict[str, Any]:
     """The configuration of a language model by name (a folder's ``config.json`` for
-    ``causal_lm``)."""
-    return read_config(pretrained) if model == "causal_lm" else TINY[model]
+    ``causal_lm``; an ``hf:`` name not in the local cache yet: {}, checked when it loads)."""
+    if model != "causal_lm":
+        return TINY[model]
+    if pretrained.startswith(HF):
+        snapshot = hub_snapshot(pretrained)
+        return {} if snapshot is None else read_config(str(snapshot))
+    return read_config(pretrained)
 
 
 def max_positions(config: dict[str, Any]) -> int | None:
@@ -137,7 +153,7 @@ def validate_lm(model: str, pretrained: str, max_length: int) -> None:
     """Refuse a missing folder, a GPT-2 folder and a sequence length beyond the positions."""
     if model not in LM_MODELS:
         return
-    if model != "causal_lm" and pretrained:
+    if model != "causal_lm" and pretrained and not pretrained.startswith(HF):
         read_config(pretrained)  # a folder of the tiny model's own class
     config = lm_config(model, pretrained)
     if config.get("model_type") == "gpt2":

@@ -43,13 +43,16 @@ HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "im
 HEADERS["measured_speedup"] = "Measured speedup"
 
 
-HEADERS |= {"iou": "mIoU", "bleu": "BLEU"}
+HEADERS |= {"iou": "mIoU", "bleu": "BLEU", "ppl": "PPL"}
 
 
 DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measured_speedup": 2}
 
 
-DECIMALS |= {"iou": 2, "bleu": 2}
+DECIMALS |= {"iou": 2, "bleu": 2, "ppl": 2}
+
+# Metrics whose smallest value ranks first.
+LOWER_IS_BETTER = frozenset({"ppl"})
 
 
 RANKS = ("first", "second", "third")
@@ -355,7 +358,9 @@ def _highlight(groups: list[list[Line]], columns: list[Column], layout: TableLay
             if layout.ranked(line.section) and ranked:
                 by_section.setdefault(line.section, []).append(value)
         for values in by_section.values():
-            ranked = sorted({v.mean for v in values}, reverse=True)[: len(RANKS)]
+            # Perplexity: lower is better.
+            best_high = column.metric not in LOWER_IS_BETTER
+            ranked = sorted({v.mean for v in values}, reverse=best_high)[: len(RANKS)]
             for v in values:
                 if v.mean in ranked:
                     v.highlight = RANKS[ranked.index(v.mean)]
@@ -374,16 +379,13 @@ def rebuild(
 ) -> Table:
     """The table of ``experiment`` at ``scale`` from the store in ``store_dir``; ``within``: a
     slice (cells outside it missing); ``plan``: another plan of it (staged tuning's)."""
-    from benchmark.experiments.paper_numbers import load_paper_table
     from benchmark.store.frame import load_store
 
     layout = experiment.layout(scale)
     if layout is None:
         raise ConfigError("table id", experiment.id, "the id of a table (this one is a figure)")
     frame = load_store(store_dir) if store is None else store
-    published = None
-    if paper and experiment.paper_table is not None:
-        published = load_paper_table(experiment.paper_table)
+    published = experiment.published_numbers() if paper else None
     unavailable = getattr(experiment, "unavailable_rows", lambda _scale: {})(scale)
     table = build_table(
         experiment.id,

@@ -1,0 +1,31 @@
+"""The language-model table specs: what they plan at both scales and the published values."""
+
+from __future__ import annotations
+
+from benchmark.experiments.registry import get_experiment
+
+
+def test_oneshot_spec_plans_wanda_table_cells_and_shares_the_dense_run(tmp_path) -> None:
+    spec = get_experiment("llm-oneshot-wikitext2")
+    paper = spec.plan("paper", tmp_path)
+    # 3 models x (dense + 3 methods) x 2 patterns, the dense run feeding both columns.
+    assert len(paper) == 24 and paper.run_id.nunique() == 21
+    assert set(paper.budget) == {"unstructured", "2:4"}
+    published = spec.published_numbers()
+    assert published is not None
+    seven = published.set_index(["section", "row", "budget"])["mean"]
+    assert seven[("Llama-2-7B", "Dense", "unstructured")] == 5.12
+    assert seven[("Llama-2-7B", "Magnitude", "unstructured")] == 14.89
+    assert seven[("Llama-2-7B", "SparseGPT", "unstructured")] == 6.51
+    assert seven[("Llama-2-7B", "Wanda", "unstructured")] == 6.42
+    assert seven[("Llama-2-70B", "Wanda", "2:4")] == 5.16
+    smoke = spec.plan("smoke", tmp_path)
+    assert {"tiny Llama (pydoc)", "retrained (MaskLoRA)"} == set(smoke.section)
+
+
+def test_retraining_spec_plans_every_variant_under_both_schedules(tmp_path) -> None:
+    spec = get_experiment("llm-retraining-perp")
+    paper = spec.plan("paper", tmp_path)
+    # 3 OPT models x 6 rows x 3 sparsities x 2 schedules; "None" retrains nothing: one run.
+    assert len(paper) == 108 and paper.run_id.nunique() == 108 - 3 * 3
+    assert spec.published_numbers() is None  # PERP's cells were not available as text

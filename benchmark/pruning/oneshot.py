@@ -9,9 +9,12 @@
   inputs (dampened by 1% of its mean diagonal), as ``fasterprune`` of the reference code does.
 
 Every function returns ``bool`` masks, True = kept. Unstructured sparsity ``s`` prunes exactly
-``int(s * count)`` entries of each group compared (row, layer or block; where the reference code
-thresholds with ``<=`` it prunes one more, a difference of one weight per group); an N:M
-pattern keeps the N best of every M consecutive inputs (:mod:`benchmark.pruning.nm`).
+``round(s * count)`` entries of each layer or block (per row: that total spread over the rows,
+each pruning ``floor`` or ``ceil`` of ``s * in``), so that the harness's exact goal sparsity
+holds on small layers too; the reference code prunes ``int(s * in)`` per row, or thresholds with
+``<=`` (one more per group): on the papers' widths (>= 2048) the counts differ by less than one
+weight per row. An N:M pattern keeps the N best of every M consecutive inputs
+(:mod:`benchmark.pruning.nm`).
 """
 
 from __future__ import annotations
@@ -23,18 +26,19 @@ from benchmark.pruning.nm import nm_mask
 
 
 def row_keep_mask(score: Tensor, sparsity: float) -> Tensor:
-    """Keep all but the ``int(s * in)`` lowest scores of every row (Wanda's per-output rule)."""
-    prune = int(score.shape[1] * sparsity)
-    keep = torch.ones_like(score, dtype=torch.bool)
-    if prune:
-        lowest = torch.sort(score, dim=-1, stable=True).indices[:, :prune]
-        keep.scatter_(1, lowest, False)
-    return keep
+    """Prune the lowest scores of every row (Wanda's per-output comparison): ``round(s * numel)``
+    in all, ``floor`` or ``ceil`` of ``s * in`` per row (the first rows take the extra ones)."""
+    rows, cols = score.shape
+    base, extra = divmod(round(score.numel() * sparsity), rows)
+    counts = base + (torch.arange(rows, device=score.device) < extra).long()
+    order = torch.sort(score, dim=-1, stable=True).indices
+    pruned_rank = torch.arange(cols, device=score.device).view(1, -1) < counts.view(-1, 1)
+    return torch.ones_like(score, dtype=torch.bool).scatter_(1, order, ~pruned_rank)
 
 
 def layer_keep_mask(score: Tensor, sparsity: float) -> Tensor:
-    """Keep all but the ``int(s * numel)`` lowest scores of the whole layer."""
-    prune = int(score.numel() * sparsity)
+    """Keep all but the ``round(s * numel)`` lowest scores of the whole layer."""
+    prune = round(score.numel() * sparsity)
     keep = torch.ones(score.numel(), dtype=torch.bool, device=score.device)
     if prune:
         keep[torch.sort(score.flatten(), stable=True).indices[:prune]] = False

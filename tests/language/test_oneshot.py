@@ -48,6 +48,9 @@ def least_squares(w: torch.Tensor, keep: torch.Tensor, x: torch.Tensor) -> torch
 def test_row_layer_global_and_nm_masks_count_exactly() -> None:
     w, _ = problem()
     assert bool((row_keep_mask(w.abs(), 0.5).sum(1) == 8).all())
+    # 80% of 6 x 16: round(76.8) = 77 pruned in all, 13 in the first 5 rows and 12 in the last.
+    pruned = (~row_keep_mask(w.abs(), 0.8)).sum(1)
+    assert pruned.tolist() == [13, 13, 13, 13, 13, 12]
     assert int(layer_keep_mask(w.abs(), 0.25).sum()) == 96 - 24
     keep = global_keep_masks([w.abs(), 10 * w.abs()], 0.5)
     assert int(keep[0].sum()) + int(keep[1].sum()) == 96

@@ -156,6 +156,9 @@ class OneShotLM(Method):
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.lr_scale = 1.0
+        self.adapters = nn.ModuleDict()
+        # Each prunable weight's sparsity (by id): round(s N) over P split exactly over layers.
+        self.layer_sparsity: dict[int, float] = {}
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
@@ -183,11 +186,29 @@ class OneShotLM(Method):
         """The keep mask of one linear map (may update its weight in place)."""
         raise NotImplementedError
 
+    def split_sparsity(self, ctx: TrainContext) -> list[float]:
+        """Per prunable weight, the sparsity that makes the layers prune exactly ``round(s N)``
+        of the N weights of P together (largest remainders; each layer within one weight of
+        ``s``); also kept by weight id for :meth:`prune_linear`."""
+        from benchmark.pruning.allocation import largest_remainder
+
+        sizes = [w.numel() for w in ctx.masks.params]
+        s = self.cfg.method.sparsity
+        counts = largest_remainder([s * n for n in sizes], round(s * sum(sizes)))
+        out = [c / n for c, n in zip(counts, sizes, strict=True)]
+        self.layer_sparsity = {id(w): x for w, x in zip(ctx.masks.params, out, strict=True)}
+        return out
+
+    def sparsity_of(self, weight: torch.Tensor) -> float:
+        """The sparsity this layer is pruned to (see :meth:`split_sparsity`)."""
+        return self.layer_sparsity.get(id(weight), self.cfg.method.sparsity)
+
     def one_shot_masks(self, ctx: TrainContext) -> list[torch.Tensor]:
         """Keep masks over the prunable set (linear maps outside decoder layers stay dense)."""
         from benchmark.pruning.layerwise import prune_layerwise
 
         p = self.params
+        self.split_sparsity(ctx)
         ids = ctx.data.calibration(p.calibration_samples, self.cfg.seed)  # type: ignore[attr-defined]
         by_id = prune_layerwise(
             ctx.model,
@@ -202,7 +223,10 @@ class OneShotLM(Method):
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
         super().setup(ctx, parent_state)
         before = [w.detach().clone() for w in ctx.masks.params]
-        masks = self.one_shot_masks(ctx)
+        if self.cfg.method.sparsity == 0:  # the dense reference: nothing to calibrate or prune
+            masks = [torch.ones_like(w, dtype=torch.bool) for w in before]
+        else:
+            masks = self.one_shot_masks(ctx)
         self.hard_prune(masks)
         self.record_prune(ctx, before)
         p = self.params
@@ -213,7 +237,7 @@ class OneShotLM(Method):
                 param.requires_grad_(True)
             if p.adapter != "none":
                 named = {n.removesuffix(".weight"): m for n, m in ctx.masks.named_masks().items()}
-                wrap(ctx.model, named, p.adapter, p.rank, p.alpha)
+                self.adapters = wrap(ctx.model, named, p.adapter, p.rank, p.alpha)
 
     def record_prune(self, ctx: TrainContext, before: list[torch.Tensor]) -> None:
         """Record the test metrics right after pruning and ALLR's d1 (and its lr scale)."""
@@ -240,20 +264,23 @@ class OneShotLM(Method):
     def param_groups(self) -> list[dict[str, Any]]:
         assert self.ctx is not None
         trainable = [p for p in self.ctx.model.parameters() if p.requires_grad]
-        return [{"params": trainable}]
+        return [{"params": [*trainable, *self.adapters.parameters()]}]
 
     def finalize(self) -> None:
         """Merge the adapters back (exactly the pruned mask) and re-apply the masks."""
         assert self.ctx is not None
-        merged = merge(self.ctx.model)
+        merged = merge(self.adapters)
+        self.adapters = nn.ModuleDict()
         self.ctx.masks.apply()
         for param in self.ctx.model.parameters():
             param.requires_grad_(True)
         self.ctx.record.setdefault("oneshot", {})["merged_adapters"] = merged
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "lr_scale": self.lr_scale}
+        adapters = {k: v.detach().cpu() for k, v in self.adapters.state_dict().items()}
+        return {**super().state_dict(), "lr_scale": self.lr_scale, "adapters": adapters}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.lr_scale = float(state.get("lr_scale", 1.0))
+        self.adapters.load_state_dict(state.get("adapters", {}))

@@ -9,7 +9,8 @@ Zimmer et al., arXiv 2312.15230; its ``peft_methods.py``/``customLayers.py``):
 * ``scalelora``: ``W * (B A)`` with A and B all ``1/sqrt(r)`` at the start (so ``B A = 1``): a
   low-rank elementwise rescaling that cannot revive a zero.
 
-The base weight is frozen; :func:`wrap` replaces the linear maps, :func:`merge` puts them back.
+The base weight is frozen; :func:`wrap` routes the linear maps through adapters, :func:`merge`
+writes the adapted weights back.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ ADAPTERS = ("lora", "masklora", "scalelora")
 
 
 class SparseAdapter(nn.Module):
-    """A frozen (pruned) linear map plus a trainable low-rank adapter of one variant."""
+    """A trainable low-rank adapter of one variant on a frozen (pruned) linear map.
+
+    The linear map stays where it is in the model (the model's state dict keeps its keys, so a
+    stored model loads into a fresh one): :func:`wrap` only points its ``forward`` here.
+    """
 
     def __init__(
         self, base: nn.Linear, mask: Tensor, variant: str, rank: int, alpha: float
@@ -32,24 +37,26 @@ class SparseAdapter(nn.Module):
         super().__init__()
         if variant not in ADAPTERS:
             raise ValueError(f"adapter must be one of {ADAPTERS}, got {variant!r}")
-        self.base = base
+        self._base = [base]  # a plain reference: the model, not the adapter, holds the layer
         self.variant = variant
         self.scaling = alpha / rank
         base.weight.requires_grad_(False)
         w = base.weight
         self.register_buffer("mask", mask.to(dtype=w.dtype, device=w.device), persistent=False)
-        self.lora_A = nn.Parameter(
-            torch.empty(rank, base.in_features, device=w.device, dtype=w.dtype)
-        )
-        self.lora_B = nn.Parameter(
-            torch.empty(base.out_features, rank, device=w.device, dtype=w.dtype)
-        )
+        shape_a, shape_b = (rank, base.in_features), (base.out_features, rank)
+        self.lora_A = nn.Parameter(torch.empty(shape_a, device=w.device, dtype=w.dtype))
+        self.lora_B = nn.Parameter(torch.empty(shape_b, device=w.device, dtype=w.dtype))
         if variant == "scalelora":
             nn.init.constant_(self.lora_A, 1 / math.sqrt(rank))
             nn.init.constant_(self.lora_B, 1 / math.sqrt(rank))
         else:
             nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
             nn.init.zeros_(self.lora_B)
+
+    @property
+    def base(self) -> nn.Linear:
+        """The adapted linear map."""
+        return self._base[0]
 
     def effective_weight(self) -> Tensor:
         """The weight the forward pass uses (for ``lora``: before the merge's masking)."""
@@ -66,38 +73,32 @@ class SparseAdapter(nn.Module):
         return F.linear(x, self.effective_weight(), self.base.bias)
 
     @torch.no_grad()
-    def merged(self) -> nn.Linear:
-        """The base linear map with the adapter merged in, masked by the pruned mask."""
+    def merge(self) -> None:
+        """Write the adapted weight, masked by the pruned mask, into the linear map and detach
+        the adapter from it."""
         self.base.weight.copy_(self.effective_weight() * self.mask)
         self.base.weight.requires_grad_(True)
-        return self.base
-
-
-def _parent(model: nn.Module, name: str) -> tuple[nn.Module, str]:
-    parent, _, child = name.rpartition(".")
-    return (model.get_submodule(parent) if parent else model), child
+        del self.base.forward  # back to nn.Linear.forward
 
 
 def wrap(
     model: nn.Module, masks: dict[str, Tensor], variant: str, rank: int, alpha: float
-) -> list[SparseAdapter]:
-    """Replace each linear map named in ``masks`` (module name -> keep mask) by an adapter."""
-    adapters = []
+) -> nn.ModuleDict:
+    """An adapter on each linear map named in ``masks`` (module name -> keep mask), which now
+    computes through it; keyed by the module name with "/" for "."."""
+    adapters = nn.ModuleDict()
     for name, mask in masks.items():
-        parent, child = _parent(model, name)
-        base = getattr(parent, child)
+        base = model.get_submodule(name)
         if not isinstance(base, nn.Linear):
             raise TypeError(f"{name} is a {type(base).__name__}, not an nn.Linear")
         adapter = SparseAdapter(base, mask, variant, rank, alpha)
-        setattr(parent, child, adapter)
-        adapters.append(adapter)
+        base.forward = adapter.forward  # an instance attribute: the state dict is unchanged
+        adapters[name.replace(".", "/")] = adapter
     return adapters
 
 
-def merge(model: nn.Module) -> int:
-    """Merge every adapter of ``model`` back into its linear map; returns how many there were."""
-    names = [n for n, m in model.named_modules() if isinstance(m, SparseAdapter)]
-    for name in names:
-        parent, child = _parent(model, name)
-        setattr(parent, child, getattr(parent, child).merged())
-    return len(names)
+def merge(adapters: nn.ModuleDict) -> int:
+    """Merge every adapter back into its linear map; returns how many there were."""
+    for adapter in adapters.values():
+        adapter.merge()
+    return len(adapters)

@@ -71,10 +71,13 @@ class OneShotMagnitude(OneShotLM):
 
     def one_shot_masks(self, ctx: TrainContext) -> list[torch.Tensor]:
         weights = [w.detach().abs() for w in ctx.masks.params]
-        p, s = self.params, self.cfg.method.sparsity
+        p = self.params
         if p.scope == "global":
-            return global_keep_masks(weights, s)
-        return [pattern_keep_mask(w, s, nm_of(p.pattern), p.scope) for w in weights]
+            return global_keep_masks(weights, self.cfg.method.sparsity)
+        return [
+            pattern_keep_mask(w, s, nm_of(p.pattern), p.scope)
+            for w, s in zip(weights, self.split_sparsity(ctx), strict=True)
+        ]
 
 
 @register_method
@@ -94,7 +97,9 @@ class Wanda(OneShotLM):
     def prune_linear(self, name: str, linear: nn.Linear, stats: InputStats | None) -> torch.Tensor:
         assert stats is not None
         score = wanda_score(linear.weight.detach(), stats.column_sq_norms())
-        return pattern_keep_mask(score, self.cfg.method.sparsity, nm_of(self.params.pattern), "row")
+        return pattern_keep_mask(
+            score, self.sparsity_of(linear.weight), nm_of(self.params.pattern), "row"
+        )
 
 
 @register_method
@@ -115,7 +120,10 @@ class SparseGPT(OneShotLM):
     def prune_linear(self, name: str, linear: nn.Linear, stats: InputStats | None) -> torch.Tensor:
         assert stats is not None
         weight, keep = sparsegpt_prune(
-            linear.weight, stats.hessian(), self.cfg.method.sparsity, nm_of(self.params.pattern)
+            linear.weight,
+            stats.hessian(),
+            self.sparsity_of(linear.weight),
+            nm_of(self.params.pattern),
         )
         linear.weight.copy_(weight)
         return keep

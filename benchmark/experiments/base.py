@@ -219,6 +219,9 @@ class Experiment:
     plot: str | None = None
     # Whether CI reproduces it at smoke scale.
     ci: bool = False
+    # Whether it is a table or figure of the paper (False: an extension beyond it, e.g. the
+    # language-model tables, with no transcription in results/paper).
+    from_paper: bool = True
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         """The runs this experiment needs at ``scale``, writing into ``store``."""

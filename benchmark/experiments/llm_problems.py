@@ -28,7 +28,7 @@ LM_SMOKE = Problem(
     {"name": "linear", "lr": 0.003},
     (0.0,),
     (0,),
-    ADAMW,
+    {**ADAMW, "logging": {"progress": False}, "runtime": {"threads": 1}},
 )
 
 

@@ -75,6 +75,7 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
     text elsewhere: (section, row, goal, budget) -> perplexity."""
 
     kind = "table"
+    from_paper = False
 
     def __init__(
         self,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from benchmark.pruning.allocation import largest_remainder
 from benchmark.pruning.nm import nm_mask
 
 
@@ -38,7 +39,11 @@ def row_keep_mask(score: Tensor, sparsity: float) -> Tensor:
 
 def layer_keep_mask(score: Tensor, sparsity: float) -> Tensor:
     """Keep all but the ``round(s * numel)`` lowest scores of the whole layer."""
-    prune = round(score.numel() * sparsity)
+    return keep_all_but(score, round(score.numel() * sparsity))
+
+
+def keep_all_but(score: Tensor, prune: int) -> Tensor:
+    """Keep all but the ``prune`` lowest scores (ties: the earlier position is pruned)."""
     keep = torch.ones(score.numel(), dtype=torch.bool, device=score.device)
     if prune:
         keep[torch.sort(score.flatten(), stable=True).indices[:prune]] = False
@@ -120,7 +125,11 @@ def sparsegpt_prune(
     H += damp * torch.eye(cols, device=H.device)
     Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
     keep = torch.ones_like(W, dtype=torch.bool)
-    for i1 in range(0, cols, blocksize):
+    # Unstructured: round(s * numel) pruned in the layer, split over the blocks exactly.
+    starts = range(0, cols, blocksize)
+    widths = [min(blocksize, cols - i) for i in starts]
+    counts = largest_remainder([sparsity * rows * w for w in widths], round(sparsity * W.numel()))
+    for i1, block_prune in zip(starts, counts, strict=True):
         i2 = min(i1 + blocksize, cols)
         W1 = W[:, i1:i2].clone()
         Q1 = torch.zeros_like(W1)
@@ -128,8 +137,8 @@ def sparsegpt_prune(
         Hinv1 = Hinv[i1:i2, i1:i2]
         diag = torch.diag(Hinv1).reshape(1, -1)
         if nm is None:
-            # Pruned in this block: the int(s * numel) smallest w^2 / d^2 (ties: by position).
-            pruned = ~layer_keep_mask(W1**2 / diag**2, sparsity)
+            # Pruned in this block: its share of the smallest w^2 / d^2 (ties: by position).
+            pruned = ~keep_all_but(W1**2 / diag**2, block_prune)
         else:
             pruned = torch.zeros_like(W1, dtype=torch.bool)
         n, m = nm if nm is not None else (0, 0)

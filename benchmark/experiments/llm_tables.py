@@ -115,7 +115,7 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
                 "mean": value,
                 "std": float("nan"),
                 "highlight": "",
-                "note": self.source,
+                "note": "",  # a note would mark the published cell as missing
                 "block": 0,
                 "col": 0,
             }

@@ -256,8 +256,10 @@ def _agreement(blocks: list[BuiltBlock], layout: TableLayout, metric: str) -> li
                 if c.goal is None or c.metric != metric:
                     continue
                 where = ", ".join([*([lines[0].section] if named else []), _column_label(c)])
-                means = [_nan(ln.values[j].mean) for ln in lines]
-                paper = [_nan(ln.values[j].paper_mean) for ln in lines]
+                # Agreement ranks higher as better: perplexities are compared negated.
+                sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
+                means = [sign * _nan(ln.values[j].mean) for ln in lines]
+                paper = [sign * _nan(ln.values[j].paper_mean) for ln in lines]
                 labels = [ln.label for ln in lines]
                 key = (lines[0].section, c.goal, c.budget)
                 found = column_agreement(where, labels, means, paper, key)

@@ -21,6 +21,7 @@ def test_oneshot_spec_plans_wanda_table_cells_and_shares_the_dense_run(tmp_path)
     assert seven[("Llama-2-70B", "Wanda", "2:4")] == 5.16
     smoke = spec.plan("smoke", tmp_path)
     assert {"tiny Llama (pydoc)", "retrained (MaskLoRA)"} == set(smoke.section)
+    assert set(smoke.seed) == {0, 1}
 
 
 def test_retraining_spec_plans_every_variant_under_both_schedules(tmp_path) -> None:

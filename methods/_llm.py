@@ -74,6 +74,19 @@ class OneShotParams:
     parent_epochs: int = 0
 
 
+def oneshot_info(summary: str) -> MethodInfo:
+    """The overview-table entry of a one-shot method: its goal sparsity is specified, it is
+    not pruning-stable (the prune is a jump) nor sparsity-agnostic, and it adds no
+    hyperparameter to tune."""
+    return MethodInfo(
+        sparsity_specifiable=True,
+        pruning_stable=False,
+        sparsity_agnostic=False,
+        extra_hyperparameters=0,
+        summary=summary,
+    )
+
+
 def nm_of(pattern: str) -> tuple[int, int] | None:
     """The (N, M) of a pattern name, None for unstructured."""
     return PATTERNS[pattern]

@@ -19,8 +19,8 @@ from benchmark.pruning.oneshot import (
     sparsegpt_prune,
     wanda_score,
 )
-from methods._llm import OneShotLM, OneShotParams, nm_of, validate_oneshot
-from methods.base import MethodInfo, register_method
+from methods._llm import OneShotLM, OneShotParams, nm_of, oneshot_info, validate_oneshot
+from methods.base import register_method
 
 if TYPE_CHECKING:
     from benchmark.config.run import RunConfig
@@ -48,13 +48,9 @@ class OneShotMagnitude(OneShotLM):
 
     name = "oneshot_magnitude"
     Params: ClassVar[type] = MagnitudeParams
-    info = MethodInfo(
-        sparsity_specifiable=True,
-        pruning_stable=False,
-        sparsity_agnostic=False,
-        extra_hyperparameters=0,
-        summary="language models: one-shot magnitude pruning (layer, row or global), "
-        "unstructured or N:M, optional budgeted retraining",
+    info = oneshot_info(
+        "language models: one-shot magnitude pruning (layer, row or global), "
+        "unstructured or N:M, optional budgeted retraining"
     )
 
     @classmethod
@@ -85,13 +81,9 @@ class Wanda(OneShotLM):
     """Wanda (Sun et al. 2024): prune by |W| times the input norm within each output row."""
 
     name = "wanda"
-    info = MethodInfo(
-        sparsity_specifiable=True,
-        pruning_stable=False,
-        sparsity_agnostic=False,
-        extra_hyperparameters=0,
-        summary="language models: Wanda, |W| x input norm per output row, from 128 "
-        "calibration windows; unstructured or N:M, optional budgeted retraining",
+    info = oneshot_info(
+        "language models: Wanda, |W| x input norm per output row, from 128 "
+        "calibration windows; unstructured or N:M, optional budgeted retraining"
     )
 
     def prune_linear(self, name: str, linear: nn.Linear, stats: InputStats | None) -> torch.Tensor:
@@ -108,13 +100,9 @@ class SparseGPT(OneShotLM):
 
     name = "sparsegpt"
     hessian = True
-    info = MethodInfo(
-        sparsity_specifiable=True,
-        pruning_stable=False,
-        sparsity_agnostic=False,
-        extra_hyperparameters=0,
-        summary="language models: SparseGPT, blockwise second-order mask and weight update "
-        "from 128 calibration windows; unstructured or N:M, optional budgeted retraining",
+    info = oneshot_info(
+        "language models: SparseGPT, blockwise second-order mask and weight update "
+        "from 128 calibration windows; unstructured or N:M, optional budgeted retraining"
     )
 
     def prune_linear(self, name: str, linear: nn.Linear, stats: InputStats | None) -> torch.Tensor:

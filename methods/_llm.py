@@ -161,7 +161,23 @@ class OneShotLM(Method):
     """Prune once from calibration data, then retrain under the budget (see module docstring)."""
 
     Params: ClassVar[type] = OneShotParams
+    # Eager steps: the captured CUDA-graph path was written for fused SGD with a device learning
+    # rate, not for the AdamW retraining step (not tried on a GPU).
     graph_safe = False
+    tasks = ("causal_lm",)
+    # The method contract on the tiny Llama and the embedded text, retrained with MaskLoRA.
+    contract_settings = (
+        "data.name=pydoc",
+        "model.name=llama_tiny",
+        "data.max_length=32",
+        "data.batch_size=4",
+        "data.eval_batch_size=512",
+        "data.epoch_iters=3",
+        "optim.name=adamw",
+        "optim.weight_decay=0",
+        "method.calibration_samples=8",
+        "method.retrain=perp",
+    )
     # Whether the criterion needs the calibration Hessian (SparseGPT) besides input norms.
     hessian: ClassVar[bool] = False
     info: ClassVar[MethodInfo]

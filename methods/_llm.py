@@ -178,7 +178,8 @@ class OneShotLM(Method):
         "method.calibration_samples=8",
         "method.retrain=perp",
     )
-    # Whether the criterion needs the calibration Hessian (SparseGPT) besides input norms.
+    # Whether the criterion reads calibration inputs, and their Hessian (SparseGPT) too.
+    calibrates: ClassVar[bool] = True
     hessian: ClassVar[bool] = False
     info: ClassVar[MethodInfo]
 
@@ -192,6 +193,25 @@ class OneShotLM(Method):
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
         validate_oneshot(cfg)
+
+    @classmethod
+    def memory_estimate(cls, cfg: RunConfig) -> int | None:
+        """fp32 bytes: the weights, plus the larger of the one-shot pass (two copies of the
+        calibration hidden states and one layer's Hessians in float64) and retraining (full:
+        gradients and AdamW's two moments of every weight; PERP: the weights only). Training
+        activations are not counted."""
+        from benchmark.models.causal_lm import lm_shape
+
+        shape = lm_shape(cfg.model.name, cfg.model.pretrained)
+        if shape is None:
+            return None
+        params, h, ffn, _ = shape
+        weights = 4 * params
+        hidden = 2 * cfg.method.params.calibration_samples * cfg.data.max_length * h * 4
+        hessians = 8 * (6 * h * h + ffn * ffn) if cls.hessian else 8 * (6 * h + ffn)
+        one_shot = hidden + hessians if cfg.method.sparsity > 0 and cls.calibrates else 0
+        retrain = 3 * weights if cfg.method.params.retrain == "full" else 0
+        return int(weights + max(one_shot, retrain))
 
     def total_epochs(self) -> int:
         return 0 if self.params.retrain == "none" else self.cfg.budget.epochs

@@ -48,6 +48,7 @@ class OneShotMagnitude(OneShotLM):
 
     name = "oneshot_magnitude"
     Params: ClassVar[type] = MagnitudeParams
+    calibrates = False
     info = oneshot_info(
         "language models: one-shot magnitude pruning (layer, row or global), "
         "unstructured or N:M, optional budgeted retraining"

@@ -161,7 +161,7 @@ def cost_text(
                 f"{line.passes:,}",
                 f"{line.missing_passes:,}",
                 hours,
-                _bytes(line.peak_bytes),
+                _bytes(line.peak_bytes) + (" (est.)" if line.peak_estimated else ""),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

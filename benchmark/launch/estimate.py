@@ -196,6 +196,8 @@ class CostLine:
     unknown: set[Workload] = field(default_factory=set)
     no_size: set[str] = field(default_factory=set)  # datasets of unknown training-set size
     peak_bytes: int | None = None
+    # Whether peak_bytes holds an analytic estimate (Method.memory_estimate), not a measurement.
+    peak_estimated: bool = False
 
     @property
     def known(self) -> bool:
@@ -214,6 +216,7 @@ class CostLine:
         self.no_size |= other.no_size
         if other.peak_bytes:
             self.peak_bytes = max(self.peak_bytes or 0, other.peak_bytes)
+        self.peak_estimated |= other.peak_estimated
 
 
 @dataclass
@@ -281,6 +284,7 @@ def _line(
         found = throughputs.lookup(w, device, cfg.method.name) if device else None
         if found is None:
             line.unknown.add(w)
+            _add_memory_estimate(line, cfg)
             continue
         sources.setdefault(w, found.source)
         if found.peak_memory_bytes:
@@ -293,3 +297,15 @@ def _line(
         line.all_hours += hours
         line.hours += hours * missing
     return line
+
+
+def _add_memory_estimate(line: CostLine, cfg: RunConfig) -> None:
+    """Where no run measured the peak memory: the analytic estimate of a method that has one
+    (a classmethod ``memory_estimate(cfg) -> bytes | None``, e.g. the language-model methods)."""
+    from methods import get_method
+
+    count = getattr(get_method(cfg.method.name), "memory_estimate", None)
+    estimated = count(cfg) if count is not None else None
+    if estimated:
+        line.peak_bytes = max(line.peak_bytes or 0, estimated)
+        line.peak_estimated = True

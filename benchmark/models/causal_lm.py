@@ -167,3 +167,31 @@ def validate_lm(model: str, pretrained: str, max_length: int) -> None:
         raise ConfigError(
             "data.max_length", max_length, f"at most {limit} tokens (the positions of {model})"
         )
+
+
+# The papers' Hub models (their config.json): parameters, width, feed-forward width, layers.
+HUB_SHAPES: dict[str, tuple[float, int, int, int]] = {
+    "meta-llama/llama-2-7b-hf": (6.74e9, 4096, 11008, 32),
+    "meta-llama/llama-2-13b-hf": (13.02e9, 5120, 13824, 40),
+    "meta-llama/llama-2-70b-hf": (68.98e9, 8192, 28672, 80),
+    "facebook/opt-2.7b": (2.65e9, 2560, 10240, 32),
+    "facebook/opt-6.7b": (6.66e9, 4096, 16384, 32),
+    "facebook/opt-13b": (12.85e9, 5120, 20480, 40),
+}
+
+
+def lm_shape(model: str, pretrained: str) -> tuple[float, int, int, int] | None:
+    """(parameters, width, feed-forward width, layers) of a language model, from the table of
+    the papers' Hub models or a configuration (parameters then counted as a Llama's); None if
+    unknown without files."""
+    if model == "causal_lm" and pretrained.startswith(HF):
+        known = HUB_SHAPES.get(hf_repo(pretrained).lower())
+        if known is not None:
+            return known
+    config = lm_config(model, pretrained)
+    widths = input_widths(config)
+    layers, vocab = config.get("num_hidden_layers"), config.get("vocab_size", 256)
+    if len(widths) != 2 or not isinstance(layers, int):
+        return None
+    h, ffn = widths
+    return float(layers * (4 * h * h + 3 * h * ffn) + 2 * vocab * h), h, ffn, layers

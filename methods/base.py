@@ -84,6 +84,10 @@ class Method:
     # from device tensors (written in on_iteration_start). None (undeclared): captured only if the
     # class overrides none of those hooks; False: every iteration eager, with a one-line warning.
     graph_safe: ClassVar[bool | None] = None
+    # The tasks this method can train (None: every task), and the ``--set`` overrides that put
+    # the method contract (``prunebench check-method``) on a tiny problem of one of them.
+    tasks: ClassVar[tuple[str, ...] | None] = None
+    contract_settings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg

@@ -327,7 +327,9 @@ def timed_methods(spec: str) -> list[str]:
     from methods import METHODS, load_methods
 
     load_methods()
-    names = METHODS.names() if spec == "all" else spec.split(",")
+    # 'all': every method of every task (the language-model methods train causal_lm models only).
+    every_task = [n for n in METHODS.names() if METHODS.get(n).tasks is None]
+    names = every_task if spec == "all" else spec.split(",")
     # imp/renda retrain a dense parent with a hard mask (the "harness + masks" loop); bimp
     # covers that loop within one run.
     return ["dense", *[n for n in names if n not in ("imp", "renda", "dense")]]

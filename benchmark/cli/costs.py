@@ -205,7 +205,7 @@ def cost_text(
                 f"{line.passes:,}",
                 f"{line.missing_passes:,}",
                 hours,
-                _peak(line),
+                _peak(line) + (" (est.)" if line.peak_estimated else ""),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -37,7 +37,14 @@ class DataConfig:
     # Translation: the part of a pass over the training data that one epoch is (1/k).
     epoch_fraction: float = 1.0
     # Translation: token limit of sources, targets and generated translations (the paper: 128).
+    # Language modelling: the sequence length of every training, calibration and test window.
     max_length: int = 128
+    # Language modelling: a transformers tokenizer folder (usually the model's own), or "" for
+    # bytes (256 ids, what the embedded default and the tiny models use).
+    tokenizer: str = ""
+    # Language modelling: training iterations per epoch (0: one pass over the training
+    # windows), so that a retraining budget is budget.epochs * epoch_iters iterations.
+    epoch_iters: int = 0
 
 
 @dataclass
@@ -60,8 +67,10 @@ class ModelConfig:
 
 @dataclass
 class OptimConfig:
-    """SGD hyperparameters and loss options."""
+    """Optimizer hyperparameters and loss options."""
 
+    # "sgd" (the paper's), or "adamw" (language models; momentum and nesterov are then unused).
+    name: typing.Literal["sgd", "adamw"] = "sgd"
     momentum: float = 0.9
     # Unset: as the paper's code, Nesterov exactly when weight_decay > 0 (see use_nesterov).
     nesterov: bool | None = None

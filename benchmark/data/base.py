@@ -85,7 +85,7 @@ class DataSource(ABC):
 
 
 # Datasets that torchvision cannot download: their files must already be under data.root.
-NO_DOWNLOAD = {"imagenet", "coco", "cityscapes", "wmt16"}
+NO_DOWNLOAD = {"imagenet", "coco", "cityscapes", "wmt16", "wikitext2", "pydoc"}
 
 
 DatasetBuilder = Callable[[DataConfig, torch.device], DataSource]
@@ -129,6 +129,10 @@ def validate_data_config(cfg: DataConfig) -> None:
     validate_epoch_fraction(cfg)
     if not _is_int(cfg.max_length) or cfg.max_length < 2:
         raise ConfigError("data.max_length", cfg.max_length, "an integer >= 2 (tokens)")
+    if not isinstance(cfg.tokenizer, str):
+        raise ConfigError("data.tokenizer", cfg.tokenizer, "a tokenizer folder, or '' for bytes")
+    if not _is_int(cfg.epoch_iters) or cfg.epoch_iters < 0:
+        raise ConfigError("data.epoch_iters", cfg.epoch_iters, "an integer >= 0 (0: one pass)")
 
 
 # Datasets whose epochs may be a part of a pass over the data.

@@ -218,6 +218,9 @@ class Experiment:
     plot: str | None = None
     # Whether CI reproduces it at smoke scale.
     ci: bool = False
+    # Whether it is a table or figure of the paper (False: an extension beyond it, e.g. the
+    # language-model tables, with no transcription in results/paper).
+    from_paper: bool = True
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         """The runs this experiment needs at ``scale``, writing into ``store``."""
@@ -236,6 +239,13 @@ class Experiment:
         from benchmark.experiments.paper_numbers import list_paper_tables
 
         return self.id if self.id in list_paper_tables() else None
+
+    def published_numbers(self) -> pd.DataFrame | None:
+        """The published values shown beside the table (``--paper``): the paper's own table in
+        long format (``benchmark.experiments.paper_numbers``), or None."""
+        from benchmark.experiments.paper_numbers import load_paper_table
+
+        return None if self.paper_table is None else load_paper_table(self.paper_table)
 
     def plan(self, scale: Scale, store: Path | str) -> pd.DataFrame:
         """:meth:`runs` as a frame (one row per run: run id, cell, tuned configuration, seed)."""

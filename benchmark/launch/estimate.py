@@ -221,6 +221,8 @@ class CostLine:
     no_peak: set[Workload] = field(default_factory=set)
     # Methods priced at the dense harness's calibrated rate: the hours are a lower bound.
     at_dense_rate: set[str] = field(default_factory=set)
+    # Whether peak_bytes holds an analytic estimate (Method.memory_estimate), not a measurement.
+    peak_estimated: bool = False
 
     @property
     def known(self) -> bool:
@@ -241,6 +243,7 @@ class CostLine:
         self.at_dense_rate |= other.at_dense_rate
         if other.peak_bytes:
             self.peak_bytes = max(self.peak_bytes or 0, other.peak_bytes)
+        self.peak_estimated |= other.peak_estimated
 
 
 @dataclass
@@ -312,7 +315,8 @@ def _line(
         found = throughputs.lookup(w, device, cfg.method.name, k) if device else None
         if found is None:
             line.unknown.add(w)
-            line.no_peak.add(w)
+            if not _add_memory_estimate(line, cfg):
+                line.no_peak.add(w)
             continue
         sources.setdefault(w, found.source)
         if found.peak_memory_bytes:
@@ -336,3 +340,17 @@ def _fuses(cfg: RunConfig) -> bool:
     from benchmark.training.array.fit import why_not_fused
 
     return not why_not_fused(cfg)
+
+
+def _add_memory_estimate(line: CostLine, cfg: RunConfig) -> bool:
+    """Where no run measured the peak memory: the analytic estimate of a method that has one
+    (a classmethod ``memory_estimate(cfg) -> bytes | None``, e.g. the language-model methods);
+    False when the method has none."""
+    from methods import get_method
+
+    count = getattr(get_method(cfg.method.name), "memory_estimate", None)
+    estimated = count(cfg) if count is not None else None
+    if estimated:
+        line.peak_bytes = max(line.peak_bytes or 0, estimated)
+        line.peak_estimated = True
+    return bool(estimated)

@@ -63,6 +63,8 @@ MODEL_DATASETS: dict[str, tuple[str, ...]] = {"maxvit_t": ("imagenet",)}
 DATASET_MODELS: dict[str, tuple[str, ...]] = {}
 
 
+# Models built from a local folder alone (``model.pretrained``): name -> loader(folder).
+FOLDER_MODELS: dict[str, Callable[[str], nn.Module]] = {}
 # Models whose CUDA backward has no deterministic kernel (bilinear upsampling): name -> why.
 CUDA_NONDETERMINISTIC: dict[str, str] = {}
 
@@ -115,6 +117,8 @@ def build_model(
     """
     validate_model_init(init)
     builder = MODELS.get(name, "model.name")
+    if name in FOLDER_MODELS:
+        return FOLDER_MODELS[name](pretrained)
     model = builder(num_classes, tuple(input_shape))
     if init == "he_normal":
         kaiming_init(model)

@@ -75,3 +75,8 @@ def _largest_remainder(
             counts[i] += step
         deficit = total - sum(counts)
     return counts
+
+
+def largest_remainder(shares: Sequence[float], total: int) -> list[int]:
+    """Round real ``shares`` (each >= 0) to integers summing to ``total`` (largest remainders)."""
+    return _largest_remainder(shares, [0] * len(shares), [math.ceil(x) for x in shares], total)

@@ -19,6 +19,8 @@ SELECT_BY: dict[str, tuple[str, float]] = {
     "accuracy": ("val.top1", 100.0),
     "iou": ("val.miou", 100.0),
     "bleu": ("val.bleu", 1.0),
+    # Perplexity: configurations are selected by the largest -ppl (the smallest perplexity).
+    "ppl": ("val.neg_ppl", 1.0),
 }
 
 # metric -> (store column, scale to the printed unit)
@@ -29,6 +31,7 @@ METRICS: dict[str, tuple[str, float]] = {
     "img_per_s": ("images_per_s", 1.0),
     "iou": ("test.miou", 100.0),
     "bleu": ("test.bleu", 1.0),
+    "ppl": ("test.neg_ppl", -1.0),
     # Set by `prunebench latency RUN_ID` (benchmark.measure.run_latency); NaN where not measured.
     "measured_speedup": ("measured_speedup", 1.0),
 }

@@ -43,13 +43,16 @@ HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "im
 HEADERS["measured_speedup"] = "Measured speedup"
 
 
-HEADERS |= {"iou": "mIoU", "bleu": "BLEU"}
+HEADERS |= {"iou": "mIoU", "bleu": "BLEU", "ppl": "PPL"}
 
 
 DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measured_speedup": 2}
 
 
-DECIMALS |= {"iou": 2, "bleu": 2}
+DECIMALS |= {"iou": 2, "bleu": 2, "ppl": 2}
+
+# Metrics whose smallest value ranks first.
+LOWER_IS_BETTER = frozenset({"ppl"})
 
 
 RANKS = ("first", "second", "third")
@@ -260,8 +263,10 @@ def _agreement(blocks: list[BuiltBlock], layout: TableLayout, metric: str) -> li
                 if c.goal is None or c.metric != metric:
                     continue
                 where = ", ".join([*([lines[0].section] if named else []), _column_label(c)])
-                means = [_nan(ln.values[j].mean) for ln in lines]
-                paper = [_nan(ln.values[j].paper_mean) for ln in lines]
+                # Agreement ranks higher as better: perplexities are compared negated.
+                sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
+                means = [sign * _nan(ln.values[j].mean) for ln in lines]
+                paper = [sign * _nan(ln.values[j].paper_mean) for ln in lines]
                 labels = [ln.label for ln in lines]
                 key = (lines[0].section, c.goal, c.budget)
                 found = column_agreement(where, labels, means, paper, key)
@@ -362,7 +367,9 @@ def _highlight(groups: list[list[Line]], columns: list[Column], layout: TableLay
             if layout.ranked(line.section) and ranked:
                 by_section.setdefault(line.section, []).append(value)
         for values in by_section.values():
-            ranked = sorted({v.mean for v in values}, reverse=True)[: len(RANKS)]
+            # Perplexity: lower is better.
+            best_high = column.metric not in LOWER_IS_BETTER
+            ranked = sorted({v.mean for v in values}, reverse=best_high)[: len(RANKS)]
             for v in values:
                 if v.mean in ranked:
                     v.highlight = RANKS[ranked.index(v.mean)]
@@ -381,7 +388,6 @@ def rebuild(
 ) -> Table:
     """The table of ``experiment`` at ``scale`` from the store in ``store_dir``; ``within``: a
     slice (cells outside it missing); ``plan``: another plan of it (staged tuning's)."""
-    from benchmark.experiments.paper_numbers import load_paper_table
     from benchmark.store.frame import load_store
 
     layout = experiment.layout(scale)
@@ -392,9 +398,9 @@ def rebuild(
     if paper:
         # --paper promises the published columns: without them it is an error, not a table
         # that silently lacks them.
-        if experiment.paper_table is None:
+        published = experiment.published_numbers()
+        if published is None:
             raise ConfigError("--paper", experiment.id, "a table the paper prints numbers for")
-        published = load_paper_table(experiment.paper_table)
     unavailable = getattr(experiment, "unavailable_rows", lambda _scale: {})(scale)
     table = build_table(
         experiment.id,

@@ -13,8 +13,9 @@ May import: core, config, data, measure, pruning.
 from __future__ import annotations
 
 from benchmark.tasks.base import TASKS, Task, get_task
+from benchmark.tasks.causal_lm import CausalLM
 from benchmark.tasks.classification import Classification
 from benchmark.tasks.segmentation import Segmentation
 from benchmark.tasks.translation import Translation
 
-__all__ = ["TASKS", "Classification", "Segmentation", "Task", "Translation", "get_task"]
+__all__ = ["TASKS", "CausalLM", "Classification", "Segmentation", "Task", "Translation", "get_task"]

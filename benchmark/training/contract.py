@@ -26,6 +26,7 @@ from typing import Any
 from benchmark.config.run import RunConfig
 from benchmark.core.files import load_checkpoint
 from benchmark.training.validation import load_config
+from methods import get_method
 
 GOAL = 0.8
 # How far (a fraction of N, at least one weight) a method counting as the paper's code did
@@ -89,7 +90,8 @@ def tiny_config(store: Path, *overrides: str) -> RunConfig:
 
 
 def contract_config(store: Path, name: str, overrides: Sequence[str] = ()) -> RunConfig:
-    """A 4-epoch digits run of method ``name`` at 80% goal sparsity (plus ``overrides``)."""
+    """A 4-epoch digits run of method ``name`` at 80% goal sparsity (plus ``overrides``); a
+    method that trains other tasks only names its own tiny problem (``contract_settings``)."""
     return tiny_config(
         store,
         f"method.name={name}",
@@ -98,6 +100,7 @@ def contract_config(store: Path, name: str, overrides: Sequence[str] = ()) -> Ru
         "budget.initial_epochs=2",
         "budget.cycles=2",
         *SMALL.get(name, []),
+        *get_method(name).contract_settings,
         *overrides,
     )
 

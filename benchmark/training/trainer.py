@@ -77,6 +77,26 @@ def check_prunable_set(cfg: RunConfig, num_prunable: int) -> None:
         )
 
 
+def build_optimizer(
+    cfg: RunConfig, groups: list[dict[str, Any]], fused: bool
+) -> torch.optim.Optimizer:
+    """The run's optimizer (``optim.name``) over the method's parameter groups, at lr 0."""
+    if cfg.optim.name == "adamw":
+        # Language-model retraining (PERP, Wanda's LoRA): AdamW with torch's default betas.
+        return torch.optim.AdamW(
+            groups, lr=0.0, weight_decay=cfg.optim.weight_decay, fused=True if fused else None
+        )
+    return torch.optim.SGD(
+        groups,
+        lr=0.0,
+        momentum=cfg.optim.momentum,
+        nesterov=cfg.optim.use_nesterov(),
+        weight_decay=cfg.optim.weight_decay,
+        # One kernel for the whole step, reading the learning rate from a device tensor.
+        fused=True if fused else None,
+    )
+
+
 class Trainer(EpochLoop):
     """Runs one configured run from scratch or from its last epoch checkpoint."""
 
@@ -143,15 +163,7 @@ class Trainer(EpochLoop):
             captured_steps=self.plan.capture,
         )
         self.method.setup(self.ctx, parent_state)
-        self.optimizer = torch.optim.SGD(
-            self.method.param_groups(),
-            lr=0.0,
-            momentum=cfg.optim.momentum,
-            nesterov=cfg.optim.use_nesterov(),
-            weight_decay=cfg.optim.weight_decay,
-            # One kernel for the whole step, reading the learning rate from a device tensor.
-            fused=True if self.plan.tensor_lr else None,
-        )
+        self.optimizer = build_optimizer(cfg, self.method.param_groups(), self.plan.tensor_lr)
         self.ctx.optimizer = self.optimizer
         self.device_lrs = (
             DeviceLearningRates(self.optimizer, self.device) if self.plan.tensor_lr else None
@@ -223,6 +235,8 @@ class Trainer(EpochLoop):
     def _finetune_lr(self) -> float:
         lrs = self.ctx.original_lrs
         warm = original_warmup_iters(self.cfg.schedule, self.ipe)
+        if len(lrs) == 0:
+            return 0.0  # a method that trains no epoch (one-shot pruning without retraining)
         return float(np.min(lrs[warm:])) if len(lrs) > warm else float(lrs[-1])
 
     # ------------------------------------------------------------------ checkpoints

@@ -17,6 +17,7 @@ from benchmark.core.errors import check
 from benchmark.core.tomlfile import load_toml
 from benchmark.data.base import DATASETS, validate_data_config
 from benchmark.measure.run_latency import validate_latency
+from benchmark.models.causal_lm import validate_lm
 from benchmark.models.registry import (
     MODELS,
     validate_model_data,
@@ -53,6 +54,7 @@ def validate(cfg: RunConfig) -> None:
     validate_model_data(cfg.model.name, cfg.data.name)
     validate_model_init(cfg.model.init)
     validate_pretrained(cfg.model.pretrained)
+    validate_lm(cfg.model.name, cfg.model.pretrained, cfg.data.max_length)
     validate_model_determinism(cfg.model.name, cfg.runtime.device, cfg.runtime.deterministic)
     bn = cfg.model.batchnorm_processes
     check(
@@ -68,6 +70,7 @@ def validate(cfg: RunConfig) -> None:
         f"false or unset with model.batchnorm_processes = {bn} (BatchNorm per process)",
     )
     o = cfg.optim
+    check(o.name in ("sgd", "adamw"), "optim.name", o.name, "one of 'sgd', 'adamw'")
     check(0 <= o.momentum < 1, "optim.momentum", o.momentum, "a number in [0, 1)")
     check(
         not o.nesterov or o.momentum > 0,

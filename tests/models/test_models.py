@@ -51,6 +51,8 @@ def test_registry_has_exactly_the_paper_models() -> None:
     # Segmentation networks, each with a tiny stand-in of the same design for smoke runs.
     expected |= {"deeplabv3_resnet50", "pspnet_resnet101", "deeplabv3_tiny", "pspnet_tiny"}
     expected |= {"t5_small", "t5_tiny"}
+    # Causal language models: a local folder's, and two tiny ones built from a configuration.
+    expected |= {"causal_lm", "opt_tiny", "llama_tiny"}
     assert set(MODELS.names()) == expected
 
 

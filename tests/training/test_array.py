@@ -132,3 +132,7 @@ def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
         execute_array(four_runs(tmp_path)[:2], layout="grouped-by-hand")
     assert not list(tmp_path.rglob("*.json"))
     assert fit.why_not_fused(four_runs(tmp_path)[3]) == ""
+    adamw = tiny_config(tmp_path, "method.name=dense", "budget.epochs=3", "optim.name=adamw")
+    assert "SGD only" in fit.why_not_fused(adamw)
+    with pytest.raises(ConfigError, match="array"):
+        execute_array([four_runs(tmp_path)[0], adamw])

@@ -79,11 +79,18 @@ def history_losses(trainer: Trainer) -> list[float]:
 # --------------------------------------------------------------------------- declarations
 
 
+# The language-model methods retrain with AdamW, which the captured path was not written for:
+# they declare graph_safe = False and step eagerly.
+EAGER = {"oneshot_magnitude", "wanda", "sparsegpt"}
+
+
 def test_every_shipped_method_declares_graph_safe_hooks() -> None:
     load_methods()
     for name in METHODS.names():
         cls = get_method(name)
-        if cls.__module__.startswith("methods."):
+        if name in EAGER:
+            assert cls.graph_safe is False, name
+        elif cls.__module__.startswith("methods."):
             assert cls.graph_safe is True, name
             assert hooks_graph_safe(cls), name
 

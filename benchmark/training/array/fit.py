@@ -35,6 +35,9 @@ def why_not_fused(cfg: RunConfig) -> str:
     why = method_fuses(get_method(cfg.method.name))
     if why:
         return why
+    if cfg.optim.name != "sgd":
+        # The array's one step is SGD (momentum, Nesterov, weight decay) for every run.
+        return f"optimizer {cfg.optim.name!r}: an array steps with SGD only"
     if cfg.optim.grad_clip > 0:
         return "gradient clipping (optim.grad_clip) is per run and not fused"
     if cfg.model.batchnorm_processes != 1:

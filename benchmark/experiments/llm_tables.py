@@ -1,0 +1,142 @@
+"""Language-model tables: rows of one-shot methods (and their retraining variants) against
+columns of (goal sparsity, pattern or schedule), scored by WikiText-2 perplexity (lower is
+better; smoke scale: the embedded CPython documentation).
+
+A cell is one run per seed; there is no tuning (the papers fix every hyperparameter), so the
+configuration a cell reports is the one it plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark.experiments.base import (
+    Block,
+    GridExperiment,
+    PlannedRun,
+    Problem,
+    Scale,
+    TableLayout,
+    make_config,
+)
+
+
+@dataclass(frozen=True)
+class LMRow:
+    """A table row: a method and the settings that make it (``method.*`` keys)."""
+
+    label: str
+    method: str
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LMColumn:
+    """A table column: the goal sparsity (percent), its sub-column label and its settings."""
+
+    goal: float
+    budget: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LMGrid:
+    """One section of a language-model table: a model (problem), its rows and columns."""
+
+    problem: Problem
+    section: str
+    rows: tuple[LMRow, ...]
+    columns: tuple[LMColumn, ...]
+    # Settings of every run of the section (e.g. the dense parent's epochs at smoke scale).
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def planned(self, store: Path | str) -> list[PlannedRun]:
+        """Every (row, column, seed) run of this section."""
+        base = self.problem.base(store)
+        out = []
+        for row in self.rows:
+            for col in self.columns:
+                for seed in self.problem.seeds:
+                    values = {"method.name": row.method, **self.settings, **col.settings}
+                    values |= {**row.fixed, "seed": seed}
+                    values.setdefault("method.sparsity", col.goal / 100)
+                    cfg = make_config(base, values)
+                    out.append(PlannedRun(cfg, self.section, row.label, col.goal, col.budget))
+        return out
+
+
+class LMTable(GridExperiment[tuple[LMGrid, ...]]):
+    """A language-model table (see module docstring); ``published`` holds numbers reported as
+    text elsewhere: (section, row, goal, budget) -> perplexity."""
+
+    kind = "table"
+    from_paper = False
+
+    def __init__(
+        self,
+        id: str,
+        description: str,
+        smoke: tuple[LMGrid, ...],
+        paper: tuple[LMGrid, ...],
+        published: Mapping[tuple[str, str, float, str], float] | None = None,
+        source: str = "",
+        smoke_reference: str = "",
+    ) -> None:
+        """``smoke_reference``: the paper-scale section whose published values the first
+        smoke section is set against (as the other smoke tables are set against the paper)."""
+        super().__init__(id, description, smoke, paper)
+        self.published = dict(published or {})
+        self.source = source
+        self.smoke_reference = smoke_reference
+
+    def published_numbers(self) -> pd.DataFrame | None:
+        """``published`` in the long format of the paper's tables (metric ``ppl``)."""
+        if not self.published:
+            return None
+        cells = dict(self.published)
+        if self.smoke_reference:
+            smoke = self.grids["smoke"][0].section
+            for (section, row, goal, budget), value in self.published.items():
+                if section == self.smoke_reference:
+                    cells[(smoke, row, goal, budget)] = value
+        rows = [
+            {
+                "table": self.id,
+                "section": section,
+                "row": row,
+                "sparsity": goal,
+                "budget": budget,
+                "metric": "ppl",
+                "mean": value,
+                "std": float("nan"),
+                "highlight": "",
+                "note": "",  # a note would mark the published cell as missing
+                "block": 0,
+                "col": 0,
+            }
+            for (section, row, goal, budget), value in cells.items()
+        ]
+        return pd.DataFrame(rows)
+
+    def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
+        return [run for grid in self.grids[scale] for run in grid.planned(store)]
+
+    def layout(self, scale: Scale) -> TableLayout:
+        grids = self.grids[scale]
+        budgets = tuple(dict.fromkeys(c.budget for g in grids for c in g.columns))
+        blocks = tuple(
+            Block(
+                tuple(dict.fromkeys(c.goal for c in g.columns)),
+                ((g.section, tuple(r.label for r in g.rows)),),
+                title=g.section,
+            )
+            for g in grids
+        )
+        return TableLayout(
+            blocks=blocks, budgets=budgets, metrics=("ppl", "sparsity"), highlight_metric="ppl"
+        )

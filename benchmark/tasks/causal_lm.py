@@ -1,0 +1,86 @@
+"""Causal language modelling: next-token cross-entropy, perplexity as the pruning papers measure it.
+
+Perplexity follows SparseGPT's and Wanda's ``eval_ppl`` (and PERP's ``compute_ppl_wikitext``):
+the split's text is tokenised once and cut into non-overlapping windows of the sequence length
+(``data.max_length``); each window's mean next-token cross-entropy is taken, and the perplexity
+is exp of their mean (all windows have the same length, so that is exp of the mean NLL per
+predicted token). The headline metric is ``neg_ppl`` (higher is better, as every task's) and
+prints as the perplexity (its scale is -1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from benchmark.tasks.base import TASKS, Task
+
+if TYPE_CHECKING:
+    from benchmark.data.base import DataSource
+
+
+def next_token_logits(model: nn.Module, ids: Tensor) -> Tensor:
+    """The logits (N, L, vocab) of a causal language model on token windows ``ids``."""
+    return model(input_ids=ids).logits
+
+
+def window_nll(logits: Tensor, ids: Tensor) -> Tensor:
+    """Each window's mean next-token cross-entropy (N,): position t predicts token t+1."""
+    shift_logits = logits[:, :-1].float()
+    shift_labels = ids[:, 1:]
+    per_token = F.cross_entropy(shift_logits.transpose(1, 2), shift_labels, reduction="none")
+    return per_token.mean(dim=1)
+
+
+@torch.no_grad()
+def evaluate_lm(
+    model: nn.Module, data: DataSource, split: str, *, bf16: bool = False
+) -> dict[str, float]:
+    """Return "loss" (mean NLL per predicted token), "ppl" (exp of it), "neg_ppl" and "top1"
+    (next-token accuracy) over ``split``'s non-overlapping windows."""
+    from benchmark.measure.metrics import eval_mode, model_device
+
+    device = model_device(model)
+    nll_sum = torch.zeros((), dtype=torch.float64, device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    windows = predicted = 0
+    with eval_mode(model):
+        for ids, _ in data.eval_batches(split):
+            ids = ids.to(device)
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = next_token_logits(model, ids)
+            nll_sum += window_nll(logits, ids).double().sum()
+            correct += logits[:, :-1].argmax(-1).eq(ids[:, 1:]).sum()
+            windows += ids.shape[0]
+            predicted += ids[:, 1:].numel()
+    if windows == 0:
+        raise ValueError(f"evaluate_lm() got no {split} windows")
+    loss = nll_sum.item() / windows
+    ppl = math.exp(loss) if loss < 700 else math.inf
+    return {"loss": loss, "ppl": ppl, "neg_ppl": -ppl, "top1": int(correct) / predicted}
+
+
+@TASKS.register("causal_lm")
+class CausalLM(Task):
+    """Token windows in, the next token of every position out; scored by perplexity."""
+
+    name = "causal_lm"
+    metric = "neg_ppl"
+    metric_label = "PPL"
+    metric_scale = -1.0
+    batch = "inputs: int64 token windows (N, L); targets: the same windows (shifted by the task)"
+    # The output head is tied to the token embedding in OPT and GPT-2 and kept dense by the
+    # papers (SparseGPT, Wanda and PERP prune the decoder layers' linear maps only).
+    default_exclude = ("lm_head",)
+
+    def loss(self, model: nn.Module, inputs: Tensor, targets: Tensor) -> Tensor:
+        """Mean next-token cross-entropy over the batch's windows."""
+        return window_nll(next_token_logits(model, inputs), targets).mean()
+
+    def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
+        """Loss, perplexity and next-token accuracy of ``split``."""
+        return evaluate_lm(model, data, split, bf16=self.cfg.optim.bf16)

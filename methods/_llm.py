@@ -1,0 +1,335 @@
+"""The shared machinery of the one-shot language-model methods (``methods.llm_oneshot``): typed
+parameters, the checks before any compute, the one-shot prune at setup, and the retraining that
+follows it under the run's budget.
+
+A run prunes its model once, right after loading it (the dense parent of ``parent_epochs``
+epochs, or ``model.pretrained``), on ``calibration_samples`` windows drawn with the run's seed,
+then retrains for ``budget.epochs`` epochs of ``data.epoch_iters`` iterations (``retrain``):
+
+* ``none``: no retraining (the budget is ignored);
+* ``full``: every parameter, with the pruned mask re-applied after every step;
+* ``perp``: PERP's parameter-efficient set (biases, norm layers, the output head) plus, unless
+  ``adapter = "none"``, a low-rank adapter on every pruned linear map (``lora``, ``masklora``,
+  ``scalelora``; :mod:`methods._lora`), merged back at the end with exactly the pruned mask.
+
+Learning rates (``retrain_schedule``): ``linear`` is PERP's (Hugging Face ``Trainer``'s linear
+decay after a 10% warm-up) from ``retrain_lr``; ``allr`` is ALLR's rule (the paper): a linear
+decay without warm-up from ``retrain_lr * min(max(d1, d2), 1)``, with ``d1 = ||W - W_p|| /
+(||W|| sqrt(q))`` of this prune and ``d2 = retrain epochs / parent_epochs`` when the dense parent
+was trained here (a pretrained model's training length is unknown, so ALLR-d1 alone).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from benchmark.core.errors import ConfigError, check
+from methods._lora import ADAPTERS, merge, wrap
+from methods.base import Method, MethodInfo, dense_parent
+
+if TYPE_CHECKING:
+    from benchmark.config.run import RunConfig
+    from benchmark.pruning.oneshot import InputStats
+    from methods.base import TrainContext
+
+PATTERNS: dict[str, tuple[int, int] | None] = {"unstructured": None, "2:4": (2, 4), "4:8": (4, 8)}
+RETRAIN = ("none", "full", "perp")
+RETRAIN_SCHEDULES = ("linear", "allr")
+WARMUP_FRACTION = 0.1
+# Calibration windows per forward pass (results agree to float noise for any value).
+CALIBRATION_CHUNK = 8
+
+
+@dataclass
+class OneShotParams:
+    """Hyperparameters of a one-shot language-model run.
+
+    Attributes:
+        pattern: unstructured, 2:4 or 4:8 (N:M keeps N of every M inputs: sparsity 1 - N/M)
+        calibration_samples: calibration windows of data.max_length tokens (the papers: 128)
+        retrain: none, full (masks kept) or perp (biases, norms, head and the adapter)
+        adapter: the low-rank adapter of perp: none, lora, masklora or scalelora
+        rank: the adapter's rank r (PERP: 16)
+        alpha: the adapter's alpha (scaling alpha / r; PERP: 32)
+        retrain_lr: the peak retraining learning rate (PERP: 5e-4, AdamW)
+        retrain_schedule: linear (10% warm-up, then linear decay) or allr (ALLR's rule)
+        parent_epochs: epochs of a dense parent trained here first (0: model.pretrained or
+            the random initialisation is pruned)
+    """
+
+    pattern: str = "unstructured"
+    calibration_samples: int = 128
+    retrain: str = "none"
+    adapter: str = "masklora"
+    rank: int = 16
+    alpha: float = 32.0
+    retrain_lr: float = 5e-4
+    retrain_schedule: str = "linear"
+    parent_epochs: int = 0
+
+
+def oneshot_info(summary: str) -> MethodInfo:
+    """The overview-table entry of a one-shot method: its goal sparsity is specified, it is
+    not pruning-stable (the prune is a jump) nor sparsity-agnostic, and it adds no
+    hyperparameter to tune."""
+    return MethodInfo(
+        sparsity_specifiable=True,
+        pruning_stable=False,
+        sparsity_agnostic=False,
+        extra_hyperparameters=0,
+        summary=summary,
+    )
+
+
+def nm_of(pattern: str) -> tuple[int, int] | None:
+    """The (N, M) of a pattern name, None for unstructured."""
+    return PATTERNS[pattern]
+
+
+def validate_oneshot(cfg: RunConfig) -> None:
+    """Check the one-shot parameters, the pattern against the model's layers and the task."""
+    from benchmark.models.causal_lm import LM_MODELS, input_widths, lm_config
+
+    p, m = cfg.method.params, cfg.method
+    check(cfg.model.name in LM_MODELS, "model.name", cfg.model.name, f"one of {LM_MODELS}")
+    check(p.pattern in PATTERNS, "method.pattern", p.pattern, f"one of {tuple(PATTERNS)}")
+    check(p.retrain in RETRAIN, "method.retrain", p.retrain, f"one of {RETRAIN}")
+    check(p.adapter in ("none", *ADAPTERS), "method.adapter", p.adapter, ("none", *ADAPTERS))
+    check(
+        p.retrain_schedule in RETRAIN_SCHEDULES,
+        "method.retrain_schedule",
+        p.retrain_schedule,
+        f"one of {RETRAIN_SCHEDULES}",
+    )
+    check(p.calibration_samples >= 1, "method.calibration_samples", p.calibration_samples, ">= 1")
+    check(p.rank >= 1, "method.rank", p.rank, "an integer >= 1")
+    check(p.alpha > 0, "method.alpha", p.alpha, "a number > 0")
+    check(p.retrain_lr > 0, "method.retrain_lr", p.retrain_lr, "a number > 0")
+    check(p.parent_epochs >= 0, "method.parent_epochs", p.parent_epochs, "an integer >= 0")
+    check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
+    nm = nm_of(p.pattern)
+    if nm is None:
+        return
+    n, mm = nm
+    check(
+        math.isclose(m.sparsity, 1 - n / mm),
+        "method.sparsity",
+        m.sparsity,
+        f"{1 - n / mm} with method.pattern = {p.pattern!r}",
+    )
+    widths = input_widths(lm_config(cfg.model.name, cfg.model.pretrained))
+    bad = [w for w in widths if w % mm]
+    if bad:
+        raise ConfigError(
+            "method.pattern",
+            p.pattern,
+            f"a pattern whose group of {mm} divides every layer's input width; "
+            f"{cfg.model.name} has input widths {widths}",
+        )
+
+
+def perp_trainable(model: nn.Module) -> list[nn.Parameter]:
+    """PERP's parameter-efficient set: biases, norm layers' parameters and the output head."""
+    chosen: dict[int, nn.Parameter] = {}
+    for module in model.modules():
+        is_norm = "norm" in type(module).__name__.lower()
+        for name, param in module.named_parameters(recurse=False):
+            if is_norm or name == "bias":
+                chosen[id(param)] = param
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None:
+        chosen[id(head.weight)] = head.weight
+    return list(chosen.values())
+
+
+def linear_lrs(peak: float, n: int, warmup: int) -> np.ndarray:
+    """Linear warm-up over ``warmup`` steps to ``peak``, then linear decay to 0 at step ``n``
+    (``get_linear_schedule_with_warmup``)."""
+    steps = np.arange(n, dtype=np.float64)
+    up = steps / max(warmup, 1)
+    down = (n - steps) / max(n - warmup, 1)
+    return peak * np.where(steps < warmup, up, down)
+
+
+class OneShotLM(Method):
+    """Prune once from calibration data, then retrain under the budget (see module docstring)."""
+
+    Params: ClassVar[type] = OneShotParams
+    # Eager steps: the captured CUDA-graph path was written for fused SGD with a device learning
+    # rate, not for the AdamW retraining step (not tried on a GPU).
+    graph_safe = False
+    tasks = ("causal_lm",)
+    # The method contract on the tiny Llama and the embedded text, retrained with MaskLoRA.
+    contract_settings = (
+        "data.name=pydoc",
+        "model.name=llama_tiny",
+        "data.max_length=32",
+        "data.batch_size=4",
+        "data.eval_batch_size=512",
+        "data.epoch_iters=3",
+        "optim.name=adamw",
+        "optim.weight_decay=0",
+        "method.calibration_samples=8",
+        "method.retrain=perp",
+    )
+    # Whether the criterion reads calibration inputs, and their Hessian (SparseGPT) too.
+    calibrates: ClassVar[bool] = True
+    hessian: ClassVar[bool] = False
+    info: ClassVar[MethodInfo]
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.lr_scale = 1.0
+        self.adapters = nn.ModuleDict()
+        # Each prunable weight's sparsity (by id): round(s N) over P split exactly over layers.
+        self.layer_sparsity: dict[int, float] = {}
+
+    @classmethod
+    def validate(cls, cfg: RunConfig) -> None:
+        validate_oneshot(cfg)
+
+    @classmethod
+    def memory_estimate(cls, cfg: RunConfig) -> int | None:
+        """fp32 bytes: the weights, plus the larger of the one-shot pass (two copies of the
+        calibration hidden states and one layer's Hessians in float64) and retraining (full:
+        gradients and AdamW's two moments of every weight; PERP: the weights only). Training
+        activations are not counted."""
+        from benchmark.models.causal_lm import lm_shape
+
+        shape = lm_shape(cfg.model.name, cfg.model.pretrained)
+        if shape is None:
+            return None
+        params, h, ffn, _ = shape
+        weights = 4 * params
+        hidden = 2 * cfg.method.params.calibration_samples * cfg.data.max_length * h * 4
+        hessians = 8 * (6 * h * h + ffn * ffn) if cls.hessian else 8 * (6 * h + ffn)
+        one_shot = hidden + hessians if cfg.method.sparsity > 0 and cls.calibrates else 0
+        retrain = 3 * weights if cfg.method.params.retrain == "full" else 0
+        return int(weights + max(one_shot, retrain))
+
+    def total_epochs(self) -> int:
+        return 0 if self.params.retrain == "none" else self.cfg.budget.epochs
+
+    def parent_config(self) -> RunConfig | None:
+        if self.params.parent_epochs == 0:
+            return None
+        return dense_parent(self.cfg, self.params.parent_epochs)
+
+    def schedule_lrs(self, iters_per_epoch: int) -> np.ndarray:
+        n = self.total_epochs() * iters_per_epoch
+        p = self.params
+        warmup = math.ceil(WARMUP_FRACTION * n) if p.retrain_schedule == "linear" else 0
+        return linear_lrs(p.retrain_lr, n, warmup)
+
+    def lr(self, step: int) -> float:
+        return self.lr_scale * super().lr(step)
+
+    # ------------------------------------------------------------------ the one-shot prune
+    def prune_linear(self, name: str, linear: nn.Linear, stats: InputStats | None) -> torch.Tensor:
+        """The keep mask of one linear map (may update its weight in place)."""
+        raise NotImplementedError
+
+    def split_sparsity(self, ctx: TrainContext) -> list[float]:
+        """Per prunable weight, the sparsity that makes the layers prune exactly ``round(s N)``
+        of the N weights of P together (largest remainders; each layer within one weight of
+        ``s``); also kept by weight id for :meth:`prune_linear`."""
+        from benchmark.pruning.allocation import largest_remainder
+
+        sizes = [w.numel() for w in ctx.masks.params]
+        s = self.cfg.method.sparsity
+        counts = largest_remainder([s * n for n in sizes], round(s * sum(sizes)))
+        out = [c / n for c, n in zip(counts, sizes, strict=True)]
+        self.layer_sparsity = {id(w): x for w, x in zip(ctx.masks.params, out, strict=True)}
+        return out
+
+    def sparsity_of(self, weight: torch.Tensor) -> float:
+        """The sparsity this layer is pruned to (see :meth:`split_sparsity`)."""
+        return self.layer_sparsity.get(id(weight), self.cfg.method.sparsity)
+
+    def one_shot_masks(self, ctx: TrainContext) -> list[torch.Tensor]:
+        """Keep masks over the prunable set (linear maps outside decoder layers stay dense)."""
+        from benchmark.pruning.layerwise import prune_layerwise
+
+        p = self.params
+        self.split_sparsity(ctx)
+        ids = ctx.data.calibration(p.calibration_samples, self.cfg.seed)  # type: ignore[attr-defined]
+        by_id = prune_layerwise(
+            ctx.model,
+            ids,
+            {id(w) for w in ctx.masks.params},
+            self.prune_linear,
+            hessian=self.hessian,
+            chunk=CALIBRATION_CHUNK,
+        )
+        return [by_id.get(id(w), torch.ones_like(w, dtype=torch.bool)) for w in ctx.masks.params]
+
+    def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
+        super().setup(ctx, parent_state)
+        before = [w.detach().clone() for w in ctx.masks.params]
+        if self.cfg.method.sparsity == 0:  # the dense reference: nothing to calibrate or prune
+            masks = [torch.ones_like(w, dtype=torch.bool) for w in before]
+        else:
+            masks = self.one_shot_masks(ctx)
+        self.hard_prune(masks)
+        self.record_prune(ctx, before)
+        p = self.params
+        if p.retrain == "perp":
+            for param in ctx.model.parameters():
+                param.requires_grad_(False)
+            for param in perp_trainable(ctx.model):
+                param.requires_grad_(True)
+            if p.adapter != "none":
+                named = {n.removesuffix(".weight"): m for n, m in ctx.masks.named_masks().items()}
+                self.adapters = wrap(ctx.model, named, p.adapter, p.rank, p.alpha)
+
+    def record_prune(self, ctx: TrainContext, before: list[torch.Tensor]) -> None:
+        """Record the test metrics right after pruning and ALLR's d1 (and its lr scale)."""
+        from benchmark.schedules.retraining import allr_d1, allr_scale
+
+        after = ctx.masks.params
+        distance = math.sqrt(
+            sum(float((b - a.detach()).pow(2).sum()) for b, a in zip(before, after, strict=True))
+        )
+        norm = math.sqrt(sum(float(b.pow(2).sum()) for b in before))
+        d1 = allr_d1(distance, norm, ctx.masks.sparsity())
+        p = self.params
+        d2 = None
+        if p.parent_epochs > 0 and self.total_epochs() > 0:
+            d2 = min(self.total_epochs() / p.parent_epochs, 1.0)
+        if p.retrain_schedule == "allr":
+            self.lr_scale = allr_scale(d1, d2)
+        ctx.record["oneshot"] = {
+            "test_after_prune": ctx.evaluate("test"),
+            "allr_d1": d1,
+            "lr_scale": self.lr_scale,
+        }
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        assert self.ctx is not None
+        trainable = [p for p in self.ctx.model.parameters() if p.requires_grad]
+        return [{"params": [*trainable, *self.adapters.parameters()]}]
+
+    def finalize(self) -> None:
+        """Merge the adapters back (exactly the pruned mask) and re-apply the masks."""
+        assert self.ctx is not None
+        merged = merge(self.adapters)
+        self.adapters = nn.ModuleDict()
+        self.ctx.masks.apply()
+        for param in self.ctx.model.parameters():
+            param.requires_grad_(True)
+        self.ctx.record.setdefault("oneshot", {})["merged_adapters"] = merged
+
+    def state_dict(self) -> dict[str, Any]:
+        adapters = {k: v.detach().cpu() for k, v in self.adapters.state_dict().items()}
+        return {**super().state_dict(), "lr_scale": self.lr_scale, "adapters": adapters}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.lr_scale = float(state.get("lr_scale", 1.0))
+        self.adapters.load_state_dict(state.get("adapters", {}))

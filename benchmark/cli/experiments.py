@@ -268,7 +268,7 @@ def _label_staged(
 
 
 SMOKE_VS_PAPER = (
-    "smoke-scale numbers (digits data, a small model, a few epochs) set against the paper's "
+    "smoke-scale numbers (embedded data, a small model, a short budget) set against the "
     "published ones: the differences measure the scale, not the methods; use --scale paper runs "
     "for a comparison"
 )

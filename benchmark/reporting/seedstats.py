@@ -37,13 +37,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from benchmark.core.errors import ConfigError
+
+
+def _stats() -> ModuleType:
+    """scipy.stats, imported on first use."""
+    # scipy.stats costs ~0.5 s to import: only tables with seeds to compare pay for it.
+    from scipy import stats
+
+    return stats
+
 
 CiMethod = Literal["t", "bootstrap"]
 CI_METHODS: tuple[str, ...] = ("t", "bootstrap")
@@ -129,7 +138,7 @@ def check_method(method: str, seed_counts: Iterable[int] = ()) -> str:
 
 def t_quantile(level: float, n: int) -> float:
     """The Student-t quantile of a two-sided ``level`` interval from ``n`` seeds (NaN: n < 2)."""
-    return float(stats.t.ppf((1 + level) / 2, n - 1)) if n >= 2 else math.nan
+    return float(_stats().t.ppf((1 + level) / 2, n - 1)) if n >= 2 else math.nan
 
 
 def summarize(
@@ -154,7 +163,7 @@ def summarize(
         half = t_quantile(level, n) * std / math.sqrt(n)
         low, high = mean - half, mean + half
     else:
-        result = stats.bootstrap(
+        result = _stats().bootstrap(
             (x,),
             np.mean,
             confidence_level=level,
@@ -220,7 +229,7 @@ def p_value(
     ``resolution`` (the value of one test image) the values are compared in whole images.
     """
     t, df, test = _t_statistic(in_test_images(a, resolution), in_test_images(b, resolution))
-    return (math.nan if math.isnan(t) else float(2 * stats.t.sf(abs(t), df))), test
+    return (math.nan if math.isnan(t) else float(2 * _stats().t.sf(abs(t), df))), test
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -271,7 +280,7 @@ def significance_marks(
     df = np.array([r[1] for r in raw])
     finite = ~np.isnan(t)
     p = np.ones(len(pairs))
-    p[finite] = 2 * stats.t.sf(t[finite], df[finite])
+    p[finite] = 2 * _stats().t.sf(t[finite], df[finite])
     adjusted = holm(list(p))
     with_best = {
         (j if i == best else i): (k, raw[k][2]) for k, (i, j) in enumerate(pairs) if best in (i, j)

@@ -276,7 +276,7 @@ def _unknown_lines(est: Any, store: str, device: str | None, suggest: str) -> li
 
     where = device or "any device"
     names = ", ".join(w.text() for w in sorted(unknown, key=lambda w: w.text()))
-    out.append(f"  device-hours unknown: no measured images/s of {names} on {where}; measure with")
+    commands = []
     target = "cpu" if (device or suggest).lower() == "cpu" else "cuda"
     for precision in PRECISIONS:
         models = sorted(
@@ -286,15 +286,18 @@ def _unknown_lines(est: Any, store: str, device: str | None, suggest: str) -> li
         )
         if models:
             flag = "" if precision == "fp32" else " --precision bf16"
-            out.append(
+            commands.append(
                 f"    prunebench calibrate --device {target} --models {','.join(models)}"
                 f"{flag} --store {store}"
             )
+    measure = "; measure with" if commands else ""
+    out.append(f"  device-hours unknown: no measured images/s of {names} on {where}{measure}")
+    out += commands
     others = sorted(w.text() for w in unknown if w.dataset not in DATASET_INPUTS)
     if others:
         out.append(
-            f"    ({', '.join(others)}: one epoch of a real run, e.g. prunebench run with "
-            "budget.epochs=1, stores a measurement)"
+            f"    {', '.join(others)}: prunebench calibrate does not time this task; one epoch "
+            "of a real run (prunebench run with --set budget.epochs=1) stores a measurement"
         )
     return out
 

@@ -52,3 +52,17 @@ def test_dry_run_memory_estimates_of_a_7b_model(tmp_path) -> None:
         seven["Magnitude"], method=dataclasses.replace(seven["Magnitude"].method, params=full)
     )
     assert get_method("oneshot_magnitude").memory_estimate(cfg) == 4 * 4 * 6.74e9
+
+
+def test_paper_scale_dry_run_prints_runs_memory_and_what_measures_the_hours(tmp_path, capsys):
+    from benchmark.cli import main
+
+    assert main(["reproduce", "llm-oneshot-wikitext2", "--scale", "paper", "--dry-run",
+                 "--store", str(tmp_path / "runs")]) == 0  # fmt: skip
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "21 runs, 21 missing" in text
+    seven = next(line for line in text.splitlines() if "Llama-2-7B / SparseGPT" in line)
+    assert seven.split()[-1] == "(est.)" and "GiB" in seven  # GPU memory per run, estimated
+    assert "device-hours unknown: no measured images/s of causal_lm/wikitext2" in text
+    assert "one epoch of a real run (prunebench run with --set budget.epochs=1)" in text

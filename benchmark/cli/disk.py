@@ -40,7 +40,7 @@ def reproduce_disk_line(
     from benchmark.reporting.keep import kept_bytes_estimate
     from benchmark.store.footprint import format_bytes
     from benchmark.store.results import Store
-    from benchmark.training.footprint import config_bytes, estimate
+    from benchmark.training.footprint import config_bytes, estimate_runs
     from benchmark.training.passes import parent_of
 
     # A paper-scale plan has thousands of runs: each id and parent is computed once here.
@@ -56,12 +56,10 @@ def reproduce_disk_line(
             parent_id[rid] = parent.run_id
             every_parent.setdefault(parent.run_id, parent)
     store = Store(store_dir)
-    parents: dict[str, Any] = {}
-    wanted = [every_parent.get(parent_id.get(rid, "")) for rid, _ in missing]
-    for parent in [*wanted, *more_parents]:
-        if parent is not None and not store.is_finished(parent.run_id):
-            parents.setdefault(parent.run_id, parent)
-    needed = estimate([*(cfg for _, cfg in missing), *parents.values()])
+    wanted = {pid: every_parent[pid] for rid, _ in missing if (pid := parent_id.get(rid))}
+    wanted |= {p.run_id: p for p in more_parents}
+    parents = {pid: p for pid, p in wanted.items() if not store.is_finished(pid)}
+    needed = estimate_runs([*missing, *parents.items()])
     # Every run of the table and every dense parent, so the kept figure is the whole table's,
     # the same for every slice of it.
     configs |= every_parent

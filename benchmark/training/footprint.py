@@ -61,10 +61,18 @@ def model_tensors(model: str, data: str, exclude: tuple[str, ...]) -> tuple[Tens
 
 def config_bytes(cfg: RunConfig) -> tuple[int, int] | None:
     """(dense, packed) bytes of ``cfg``'s final weights file; None when it cannot be sized."""
-    tensors = model_tensors(cfg.model.name, cfg.data.name, tuple(cfg.method.exclude))
-    if tensors is None:
-        return None
-    return run_bytes(tensors, worst_density(cfg))
+    exclude = tuple(cfg.method.exclude)
+    return _sized(cfg.model.name, cfg.data.name, exclude, worst_density(cfg))
+
+
+@functools.cache
+def _sized(
+    model: str, data: str, exclude: tuple[str, ...], density: float
+) -> tuple[int, int] | None:
+    # A paper-scale plan sizes thousands of runs of a few models at a few densities: each
+    # (model, data, exclusions, density) is counted once.
+    tensors = model_tensors(model, data, exclude)
+    return None if tensors is None else run_bytes(tensors, density)
 
 
 def worst_density(cfg: RunConfig) -> float:
@@ -79,11 +87,15 @@ def worst_density(cfg: RunConfig) -> float:
 
 def estimate(configs: Iterable[RunConfig]) -> DiskEstimate:
     """The bytes of the final weights of ``configs`` (each run once)."""
+    return estimate_runs((cfg.run_id, cfg) for cfg in configs)
+
+
+def estimate_runs(runs: Iterable[tuple[str, RunConfig]]) -> DiskEstimate:
+    """:func:`estimate` of (run id, config) pairs, for callers that have the ids already."""
     out = DiskEstimate()
     seen: set[str] = set()
-    for cfg in configs:
-        if cfg.run_id in seen:
-            continue
-        seen.add(cfg.run_id)
-        out.add(config_bytes(cfg), cfg.model.name)
+    for run_id, cfg in runs:
+        if run_id not in seen:
+            seen.add(run_id)
+            out.add(config_bytes(cfg), cfg.model.name)
     return out

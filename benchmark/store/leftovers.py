@@ -21,8 +21,14 @@ from pathlib import Path
 
 from benchmark.core.files import TMP_SUFFIX
 from benchmark.store.errors import RunLockedError
-from benchmark.store.locking import lock_path
-from benchmark.store.results import FINISHED, LOCK_DIR, STAGED_SUFFIX, Store
+from benchmark.store.results import (
+    FINISHED,
+    STAGED_SUFFIX,
+    Store,
+    same_file,
+    staged_path,
+    staged_token,
+)
 
 # ``.<run id>.<json|pt>.`` then a token: the names that staging and atomic writes give.
 _NAME = re.compile(r"^\.+(?P<run_id>[^./][^/]*?)\.(?P<ext>json|pt)\.")
@@ -79,8 +85,8 @@ def find_leftovers(store: Store, run_ids: Iterable[str] | None = None) -> list[L
 
 
 def owner_state(store: Store, run_id: str) -> str:
-    """Whether a process holds the run's lock (its file exists; it may be stale)."""
-    held = lock_path(store.root / LOCK_DIR, f"run-{run_id}").exists()
+    """Whether a live process holds the run's lock."""
+    held = store.lock_held(f"run-{run_id}")
     return "its run's lock is held" if held else "no process holds its run"
 
 
@@ -105,35 +111,44 @@ def clean_leftovers(store: Store, found: Iterable[Leftover]) -> list[str]:
 
 
 def _clean_run(store: Store, run_id: str, items: list[Leftover]) -> list[str]:
-    """Clean one run's leftovers; its lock is held."""
+    """Clean one run's leftovers; its run lock and the store lock are held, so no writer of
+    the run is between two steps now (a file listed before may be gone: its writer finished)."""
     done = []
-    partial = [i for i in items if not i.staged]
-    records = [i for i in items if i.staged and i.kind == "record"]
-    weights = [i for i in items if i.staged and i.kind == "weights"]
-    for item in partial:
-        item.path.unlink(missing_ok=True)  # an unfinished write: nothing complete in it
-        done.append(f"deleted {item.path}")
-    for item in records:
-        kept = store._keep_second(item.path, run_id, "has a result its killed writer staged")
-        done.append(f"archived {item.path} as {kept}")
-        if len(records) == 1 and len(weights) == 1:
-            # The record's own weights (one of each: nothing else they could belong to).
-            os.replace(weights[0].path, kept.with_suffix(".pt"))
-            done.append(f"archived {weights[0].path} as {kept.with_suffix('.pt')}")
-            weights = []
+    items = [i for i in items if i.path.exists()]
+    result, weights_target = store.result_path(run_id), store.weights_path(run_id)
+    lone = {i.path for i in items if i.staged and i.kind == "weights"}
+    for item in items:
+        if not item.staged:
+            item.path.unlink(missing_ok=True)  # an unfinished write: nothing complete in it
+            done.append(f"deleted {item.path}")
+        elif item.kind == "record" and same_file(item.path, result):
+            item.path.unlink(missing_ok=True)  # killed between publishing it and the unlink
+            done.append(f"deleted {item.path}: a second name of {result}")
+        elif item.kind == "record":
+            # A result and its weights are staged under one token (Store.write_result).
+            own = staged_path(weights_target, staged_token(item.path, result))
+            paired = own if own in lone and own.exists() else None
+            lone.discard(own)
+            why = "has a result its killed writer staged"
+            kept = store._keep_second(item.path, run_id, why, weights=paired)
+            done.append(f"archived {item.path} as {kept}")
+            if paired is not None:
+                done.append(f"archived {paired} as {kept.with_suffix('.pt')}")
     record = store.read(run_id)
     finished = record is not None and record.get("status") == FINISHED
-    unreadable = record is None and store.result_path(run_id).exists()
-    for item in weights:
-        if unreadable:
-            done.append(f"kept {item.path}: the record of run {run_id} cannot be read")
-            continue
-        if finished and not store.weights_path(run_id).exists():
+    unreadable = record is None and result.exists()
+    for path in sorted(p for p in lone if p.exists()):
+        if same_file(path, weights_target):
+            path.unlink(missing_ok=True)  # killed after the weights went into place
+            done.append(f"deleted {path}: a second name of {weights_target}")
+        elif unreadable:
+            done.append(f"kept {path}: the record of run {run_id} cannot be read")
+        elif finished and not weights_target.exists():
             # Possibly the only copy of the finished result's weights: never deleted here.
-            done.append(f"kept {item.path}: run {run_id} is finished without weights in place")
-            continue
-        item.path.unlink(missing_ok=True)
-        done.append(f"deleted {item.path}")
+            done.append(f"kept {path}: run {run_id} is finished without weights in place")
+        else:  # no staged or published record names them: the run trains again
+            path.unlink(missing_ok=True)
+            done.append(f"deleted {path}")
     return done
 
 

@@ -202,7 +202,7 @@ class Store:
         link_over(staged_weights, target)  # a link: the staged name stays until the record is in
         if not self._publish(staged, record, force=force, replaces=replaces):
             return self._keep_second(staged, run_id, weights=staged_weights)
-        if not _same_file(staged_weights, target):
+        if not same_file(staged_weights, target):
             link_over(staged_weights, target)  # without a lock, another writer's came in between
         staged_weights.unlink(missing_ok=True)
         return self.result_path(run_id)
@@ -210,7 +210,7 @@ class Store:
     def _finished_result(self, run_id: str) -> dict[str, Any] | None:
         """The run's finished result as it is now; None when it has none."""
         try:
-            current = self._read_or_none(self.result_path(run_id))
+            current = self._read_or_none(self.result_path(run_id), run_id)
         except FileNotFoundError:
             return None
         return current if current is not None and current.get("status") == FINISHED else None
@@ -230,7 +230,7 @@ class Store:
             weights.unlink(missing_ok=True)
             return False
         with contextlib.suppress(FileNotFoundError):
-            taken = self._read_or_none(moved)
+            taken = self._read_or_none(moved, run_id)
             if taken is not None and same_result(taken, current):
                 return True
         # Another writer's result arrived between our look and the rename: it goes back.
@@ -258,13 +258,16 @@ class Store:
             record,
             force=force,
             replaces=replaces,
-            read=self._read_or_none,
+            read=lambda path: self._read_or_none(path, record["run_id"]),
             set_aside=self._set_aside,
         )
 
-    def _read_or_none(self, path: Path) -> dict[str, Any] | None:
+    def _read_or_none(self, path: Path, run_id: str | None = None) -> dict[str, Any] | None:
+        """The record at ``path``; None when it is damaged. With ``run_id`` it must carry that
+        id (as :meth:`read` demands): a copy of another run's record is damaged, set aside, never
+        taken for this run's result."""
         try:
-            return read_record(path)
+            return read_record(path, run_id)
         except FileNotFoundError:
             raise
         except (OSError, CorruptRecord):
@@ -368,7 +371,7 @@ class Store:
                     tmp.unlink(missing_ok=True)
                     removed.append(tmp)
         for staged in _orphans(result, orphan_after_s):
-            if _same_file(staged, result):
+            if same_file(staged, result):
                 staged.unlink(missing_ok=True)  # killed between the link and the unlink
             else:
                 its_weights = staged_path(weights, staged_token(staged, result))
@@ -377,7 +380,7 @@ class Store:
             removed.append(staged)
         for staged in _orphans(weights, orphan_after_s):
             if not staged_path(result, staged_token(staged, weights)).exists():
-                if _same_file(staged, weights):
+                if same_file(staged, weights):
                     staged.unlink(missing_ok=True)
                 else:  # perhaps the only copy of a result's weights: kept
                     kept = self.archive_dir() / f"{run_id}-{unique_stamp()}.pt"
@@ -451,7 +454,8 @@ def link_over(source: Path, target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are names of one file (False when either is missing)."""
     try:
         return os.path.samefile(a, b)
     except OSError:

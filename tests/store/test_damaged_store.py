@@ -207,7 +207,7 @@ def test_files_of_killed_writes_are_named_by_status_and_cleaned_by_free(
     files = {
         "extra weights": _staged(st.weights_path(done), "a1"),
         "dead record": _staged(st.result_path(dead), "b2", json.dumps(record).encode()),
-        "dead weights": _staged(st.weights_path(dead), "c3", b"weights"),
+        "dead weights": _staged(st.weights_path(dead), "b2", b"weights"),  # its record's token
         "partial": st.result_path(dead).with_name(f".{dead}.json.x7.tmp"),
         "running": _staged(st.weights_path(running), "d4"),
         "only copy": _staged(st.weights_path(bare), "e5"),
@@ -240,3 +240,63 @@ def test_files_of_killed_writes_are_named_by_status_and_cleaned_by_free(
     assert files["running"].exists() and f"kept {files['running']}: its run is running" in text
     assert files["only copy"].exists() and "finished without weights in place" in text
     assert files["unreadable"].exists() and f"the record of run {broken} cannot be read" in text
+
+
+def test_free_pairs_staged_records_with_their_own_weights_by_token(tmp_path: Path) -> None:
+    """Two killed final writes of one run (each record and weights under one token): each
+    record is archived with its own weights, none deleted; a staged record that is a second
+    name of the result (killed after publishing) goes, the result stays."""
+    from benchmark.store.leftovers import clean_leftovers
+
+    st = Store(tmp_path / "runs")
+    run = "imp-0123456789ab"
+    for token, data in (("t1", b"first"), ("t2", b"second")):
+        record = {"run_id": run, "status": "finished", "method": "imp", "token": token}
+        _staged(st.result_path(run), token, json.dumps(record).encode())
+        _staged(st.weights_path(run), token, data)
+    with pytest.warns(StoreWarning):
+        done = clean_leftovers(st, find_leftovers(st))
+    assert not find_leftovers(st), done
+    archived = sorted((tmp_path / "runs" / "archive").iterdir())
+    pairs = {json.loads(p.read_text())["token"]: p.with_suffix(".pt") for p in archived
+             if p.suffix == ".json"}  # fmt: skip
+    assert {t: p.read_bytes() for t, p in pairs.items()} == {"t1": b"first", "t2": b"second"}
+    # Killed between publishing and unlinking: the staged name is the result itself.
+    st.result_path(run).write_text(json.dumps({"run_id": run, "status": "finished"}))
+    second = _staged(st.result_path(run), "t3")
+    second.unlink()
+    os.link(st.result_path(run), second)
+    clean_leftovers(st, find_leftovers(st))
+    assert not second.exists() and st.result_path(run).exists()
+    assert len(list((tmp_path / "runs" / "archive").glob("*.json"))) == 2
+
+
+def test_free_skips_leftovers_whose_writer_finished_after_they_were_listed(
+    tmp_path: Path,
+) -> None:
+    from benchmark.store.leftovers import clean_leftovers
+
+    st = Store(tmp_path / "runs")
+    run = "imp-0123456789ab"
+    _staged(st.result_path(run), "t1", json.dumps({"run_id": run, "status": "finished"}).encode())
+    listed = find_leftovers(st)
+    listed[0].path.unlink()  # its writer published and tidied meanwhile
+    assert clean_leftovers(st, listed) == []
+
+
+def test_a_copied_record_in_place_of_a_result_is_set_aside_by_the_runs_own_write(
+    tmp_path: Path,
+) -> None:
+    """B's record copied to A.json is not A's result: A's finished write replaces it (the copy
+    is archived as damaged) instead of being archived as 'finished by another process first'."""
+    st = Store(tmp_path / "runs")
+    a, b = "imp-aaaaaaaaaaaa", "imp-bbbbbbbbbbbb"
+    st.result_path(a).parent.mkdir(parents=True, exist_ok=True)
+    st.result_path(a).write_text(json.dumps({"run_id": b, "status": "finished"}))
+    import torch
+
+    with pytest.warns(StoreWarning, match="unreadable"):
+        st.write_result({"run_id": a, "status": "finished", "method": "imp"}, {"w": torch.ones(2)})
+    assert json.loads(st.result_path(a).read_text())["run_id"] == a
+    assert st.weights_path(a).exists() and st.read(a) is not None
+    assert not list((tmp_path / "runs" / "archive").glob(f"{a}-*.pt"))  # nothing came second

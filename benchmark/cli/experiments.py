@@ -11,7 +11,7 @@ from benchmark.cli.costs import add_estimate_arg
 from benchmark.cli.launch import add_runs_per_gpu
 from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
-from benchmark.cli.output import table_width
+from benchmark.cli.output import table_width, warn_smoke_vs_paper
 from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
 from benchmark.cli.submission import reading_from, submit_missing
 from benchmark.config.run import DEFAULT_STORE, RunConfig
@@ -227,7 +227,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         plan=chosen.table_plan(),
     )
     _label_staged(table, chosen, experiment.layout(scale), args.store, rules, "table")
-    _warn_smoke_vs_paper(table, scale, args.paper)
+    warn_smoke_vs_paper(table, scale, args.paper)
     if args.stats:
         from benchmark.reporting.table_stats import annotate
         from benchmark.store.frame import load_store
@@ -265,20 +265,6 @@ def _label_staged(
     note = closing_note(chosen.staged, load_store(store_dir), layout, rules)
     table.notes.append(note)
     print(f"[{command}] {note}", file=sys.stderr)
-
-
-SMOKE_VS_PAPER = (
-    "smoke-scale numbers (embedded data, a small model, a short budget) set against the "
-    "published ones: the differences measure the scale, not the methods; use --scale paper runs "
-    "for a comparison"
-)
-
-
-def _warn_smoke_vs_paper(table: Any, scale: str, paper: bool) -> None:
-    """``--paper`` on smoke-scale runs: say so on stderr and under the table."""
-    if paper and scale == "smoke":
-        print(f"prunebench: warning: {SMOKE_VS_PAPER}", file=sys.stderr)
-        table.notes.append(SMOKE_VS_PAPER)
 
 
 def _no_runs(experiment_id: str, requested: str, scale: str, store_dir: str) -> bool:
@@ -467,7 +453,7 @@ def _build_outputs(
         table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules,
                         within=within, plan=plan)  # fmt: skip
         _label_staged(table, chosen, experiment.layout(args.scale), args.store, rules)
-        _warn_smoke_vs_paper(table, args.scale, args.paper)
+        warn_smoke_vs_paper(table, args.scale, args.paper)
         out = (
             None
             if args.out is None

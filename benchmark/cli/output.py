@@ -1,4 +1,5 @@
-"""Where a command's text goes: a table rendered in a format, written to stdout or a file."""
+"""Where a command's text goes: a table rendered in a format, written to stdout or a file, and the
+warning under smoke-scale numbers set against published ones."""
 
 from __future__ import annotations
 
@@ -39,3 +40,17 @@ def emit(text: str, out: str | None) -> None:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(text)
     print(f"wrote {out}")
+
+
+SMOKE_VS_PAPER = (
+    "smoke-scale numbers (embedded data, a small model, a short budget) set against the "
+    "published ones: the differences measure the scale, not the methods; use --scale paper runs "
+    "for a comparison"
+)
+
+
+def warn_smoke_vs_paper(table: Any, scale: str, paper: bool) -> None:
+    """``--paper`` on smoke-scale runs: say so on stderr and under the table."""
+    if paper and scale == "smoke":
+        print(f"prunebench: warning: {SMOKE_VS_PAPER}", file=sys.stderr)
+        table.notes.append(SMOKE_VS_PAPER)

@@ -163,7 +163,10 @@ def print_dry_run(
     heading = f" of {experiment.id} ({scale} scale" + (
         f"; slice: {chosen.within.label()})" if not chosen.within.everything else ")"
     )
-    text, full = cost_text(groups, finished, store, device=device, heading=heading, suggest=suggest)
+    array = getattr(args, "array", 1) or 1
+    text, full = cost_text(
+        groups, finished, store, device=device, heading=heading, suggest=suggest, array=array
+    )
     print(text, file=sys.stderr)
     if chosen.staged is None:
         return
@@ -172,7 +175,7 @@ def print_dry_run(
     staged_groups = {k: [p for p in v if p[0] in staged_ids] for k, v in groups.items()}
     if s.worst_parents:  # counted as runs of their own, like every dense parent
         staged_groups[MAY_NEED] = parent_pairs(chosen, s.worst_parents)
-    _, est = cost_text(staged_groups, finished, store, device=device, suggest=suggest)
+    _, est = cost_text(staged_groups, finished, store, device=device, suggest=suggest, array=array)
     bound = "at most " if s.undecided else ""
     parents = f" and up to {len(s.worst_parents):,} more dense parents" if s.worst_parents else ""
     print(

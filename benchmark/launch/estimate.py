@@ -125,10 +125,8 @@ class Throughputs:
             when = ", ".join(filter(None, parts))
             source = f"calibration {path} ({when})"
             found = Measurement(c.images_per_s, source, c.peak_memory_bytes, dense_harness=True)
-            if c.array > 1:
-                found = Measurement(
-                    c.images_per_s, f"{source}, arrays of {c.array} runs", dense_harness=True
-                )
+            if c.array > 1:  # its peak is the whole array's: what must fit on the device
+                found = dataclasses.replace(found, source=f"{source}, arrays of {c.array} runs")
                 out.arrays.setdefault((w, c.device), {})[c.array] = found
             else:
                 out.calibrated[(w, c.device)] = found
@@ -139,6 +137,10 @@ class Throughputs:
         rate = metrics.get("images_per_s")
         config = record.get("config") or {}
         if record.get("status") != FINISHED or not rate or not config:
+            return
+        if metrics.get("array"):
+            # A run trained in an array records the array's rate over its K runs: not the rate
+            # of a run alone, which these medians stand for.
             return
         optim = config.get("optim") or {}
         w = Workload(
@@ -159,6 +161,7 @@ class Throughputs:
     def devices(self) -> list[str]:
         """Every device something was measured on."""
         found = {d for _, d, _ in self.runs} | {d for _, d in self.calibrated}
+        found |= {d for _, d in self.arrays}
         return sorted(found)
 
     def lookup(
@@ -197,7 +200,8 @@ class Throughputs:
             candidates = [d for d in candidates if asked.lower() in d.lower()]
 
         def covered(device: str) -> int:
-            return sum(1 for w in wanted if self.lookup(w, device) is not None)
+            found = [w for w in wanted if (w, device) in self.arrays or self.lookup(w, device)]
+            return len(found)
 
         best = max(candidates, key=lambda d: (covered(d), d.startswith("cuda")), default=None)
         return best if best is not None and (asked or covered(best)) else None

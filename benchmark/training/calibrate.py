@@ -199,9 +199,17 @@ def _time_once(
             trainers = [Trainer(cfg) for _ in range(array)]
             used = torch.get_num_threads()
             if array > 1:
-                from benchmark.training.array.fit import ArrayStep, RngState, array_epoch
+                from benchmark.training.array.fit import (
+                    ArrayStep,
+                    RngState,
+                    array_epoch,
+                    why_not_together,
+                )
                 from benchmark.training.array.stack import default_layout
 
+                why = why_not_together(trainers)
+                if why:  # such runs train packed: an array rate of them would never be used
+                    raise ConfigError("--array", array, f"1 for {target.model} ({why})")
                 ArrayStep(trainers, default_layout(dev.type))
                 array_epoch(trainers, 0, [RngState.capture(dev) for _ in trainers])
             else:

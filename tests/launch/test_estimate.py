@@ -272,3 +272,27 @@ def test_plain_run_follows_the_launchers_thread_rule(tmp_path: Path) -> None:
         assert main(argv) == 0
     record = json_.loads(buffer.getvalue())
     assert record["config"]["runtime"]["threads"] == available_cores()
+
+
+def test_array_measurements_choose_a_device_and_runs_of_arrays_price_no_single_run(
+    tmp_path: Path,
+) -> None:
+    """A store whose only measurement is an array calibration still has a device to price on
+    (the dry run then uses the array rate), and a run trained in an array, whose recorded rate
+    is the array's over K, is no measurement of a run alone."""
+    from benchmark.launch.estimate import Throughputs, Workload
+    from benchmark.store.calibration import Calibration, write_calibrations
+
+    w = Workload("cnn_small", "digits", "fp32")
+    array = Calibration("cnn_small", "digits", "fp32", "cuda (H100)", 9e4, 128, 50, array=4)
+    write_calibrations(tmp_path, [array])
+    found = Throughputs.of_store(str(tmp_path), records=[])
+    assert found.choose_device([w], None) == "cuda (H100)"
+    assert found.lookup(w, "cuda (H100)", array=4).images_per_s == 9e4
+    config = {"model": {"name": "cnn_small"}, "data": {"name": "digits"}}
+    config["method"] = {"name": "dense"}
+    record = {"status": "finished", "config": config, "environment": {"device": "cpu"}}
+    alone = {**record, "metrics": {"images_per_s": 1000.0}}
+    arrayed = {**record, "metrics": {"images_per_s": 250.0, "array": {"size": 4}}}
+    found = Throughputs.of_store(str(tmp_path), records=[alone, arrayed])
+    assert found.runs[(w, "cpu", "")] == [1000.0]

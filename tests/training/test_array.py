@@ -136,3 +136,33 @@ def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
     assert "SGD only" in fit.why_not_fused(adamw)
     with pytest.raises(ConfigError, match="array"):
         execute_array([four_runs(tmp_path)[0], adamw])
+
+
+def test_runs_of_another_task_train_packed_not_as_an_array(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Language-model runs with the SGD optimizer pass the config checks, but their model takes
+    keyword inputs and returns a structured output: they train packed, with the reason said."""
+    from benchmark.config.parse import config_from_dict
+    from benchmark.training.validation import validate
+
+    def lm(seed: int):  # noqa: ANN202 - a RunConfig
+        cfg = config_from_dict(
+            {
+                "seed": seed,
+                "data": {"name": "pydoc", "max_length": 32, "batch_size": 4, "epoch_iters": 2},
+                "model": {"name": "llama_tiny"},
+                "method": {"name": "dense"},
+                "budget": {"epochs": 1},
+                "runtime": {"device": "cpu", "threads": 1},
+                "logging": {"progress": False},
+                "output": {"dir": str(tmp_path / "runs")},
+            }
+        )
+        validate(cfg)
+        return cfg
+
+    out = execute_array([lm(0), lm(1)])
+    assert all(isinstance(r, dict) and r["status"] == "finished" for r in out), out
+    assert "packed, not as an array: the causal_lm task" in capsys.readouterr().err
+    assert all("array" not in r["metrics"] for r in out)

@@ -91,6 +91,11 @@ def why_not_together(trainers: Sequence[Any]) -> str:
         values = {value(t) for t in trainers}
         if len(values) > 1:
             return f"their {name} differ ({sorted(map(str, values))})"
+    task = getattr(first.data, "task", "classification")
+    if task != "classification":
+        # The array's forward maps a batch tensor to a logits tensor; other tasks' models take
+        # keyword inputs or return structured outputs.
+        return f"the {task} task (an array trains classification models only)"
     return model_fuses(first.model) or method_fuses(type(first.method))
 
 
@@ -127,7 +132,13 @@ def execute_array(
                 )
             else:
                 chosen = layout or default_layout(trainers[0].device.type)
-                array = ArrayStep(trainers, chosen)
+                try:
+                    array = ArrayStep(trainers, chosen)
+                except ConfigError as err:  # e.g. a method that optimises only some parameters
+                    print(
+                        f"training {len(trainers)} runs packed, not as an array: {err}",
+                        file=sys.stderr,
+                    )
         runs = []
         for k, (i, session, rng) in enumerate(started):
             session.trainer.stream_only = True

@@ -37,6 +37,8 @@ class _AnyResult:
 
 
 ANY_RESULT: Any = _AnyResult()
+# Attempts to publish one result before giving up (each lost only to another writer's step).
+MAX_ATTEMPTS = 1000
 # Errors by which a filesystem refuses a hard link (BeeGFS: EXDEV across folders).
 NO_LINK = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
 
@@ -114,7 +116,7 @@ def publish(
     there (None when it is damaged; FileNotFoundError when absent); ``set_aside(path,
     current)`` renames it into the archive and returns where it went (None if it vanished).
     """
-    while True:
+    for _ in range(MAX_ATTEMPTS):
         if claim(staged, path):
             return True
         try:
@@ -142,3 +144,6 @@ def publish(
             claim(moved, path)
         elif taken is not None and taken.get("status") != FINISHED:
             moved.unlink(missing_ok=True)  # a failed record is replaced, as it always was
+    # Each pass loses only to another writer's step: so many in a row mean the reads disagree
+    # (a bug), and the final write runs with signals held, so looping would be unstoppable.
+    raise RuntimeError(f"result {path}: no stable state after {MAX_ATTEMPTS} attempts to publish")

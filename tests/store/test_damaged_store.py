@@ -300,3 +300,27 @@ def test_a_copied_record_in_place_of_a_result_is_set_aside_by_the_runs_own_write
     assert json.loads(st.result_path(a).read_text())["run_id"] == a
     assert st.weights_path(a).exists() and st.read(a) is not None
     assert not list((tmp_path / "runs" / "archive").glob(f"{a}-*.pt"))  # nothing came second
+
+
+def test_publish_gives_up_when_its_reads_disagree_instead_of_looping(tmp_path: Path) -> None:
+    """A result that reads as damaged at its name but as another finished result once set
+    aside would be put back and set aside for ever (inside the final write, where signals are
+    held): publish stops with an error instead."""
+    from benchmark.store.publish import publish
+
+    path, staged = tmp_path / "a.json", tmp_path / ".a.json.t.staged"
+    path.write_text("{}")
+    staged.write_text("{}")
+    archive = tmp_path / "archive.json"
+
+    def set_aside(p: Path, current: dict | None) -> Path:
+        os.replace(p, archive)
+        return archive
+
+    def read(p: Path) -> dict | None:
+        return {"status": "finished"} if p == archive else None
+
+    with pytest.raises(RuntimeError, match="no stable state"):
+        publish(staged, path, {"status": "finished"}, force=False, replaces=None, read=read,
+                set_aside=set_aside)  # fmt: skip
+    assert path.exists() and staged.exists()  # nothing lost

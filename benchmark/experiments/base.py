@@ -219,7 +219,7 @@ class Experiment:
     # Whether CI reproduces it at smoke scale.
     ci: bool = False
     # Whether it is a table or figure of the paper (False: an extension beyond it, e.g. the
-    # language-model tables, with no transcription in results/paper).
+    # language-model tables, with no transcription in benchmark/experiments/paper).
     from_paper: bool = True
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:

@@ -14,17 +14,8 @@
 # with one GPU. Each step has its own time limit; the limits add up to 540 s.
 # tests/bench/test_gpu_array_script.py runs every benchmark command below on the CPU.
 set -u
-LOGS=${1:-gpu-logs}
-mkdir -p "$LOGS"
-PY=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1
-STEP_START=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - STEP_START )) s] $*"; }
-
-stamp "environment" | tee "$LOGS/env.log"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$LOGS/env.log" 2>&1
-$PY -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0], torch.cuda.get_device_name())" >>"$LOGS/env.log" 2>&1
-cat "$LOGS/env.log"
+# LOGS, PY, stamp and the environment log, as every device script starts.
+source "$(dirname "$0")/gpu_env.sh" "${1:-gpu-logs}"
 
 # 1. Essentials of gpu_checks.sh, side by side: the fast path against eager for every method,
 #    one epoch of each large model (MaxViT, DeepLabV3, PSPNet, T5 on stand-ins), the test suite

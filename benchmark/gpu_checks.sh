@@ -11,17 +11,8 @@
 # limits add up to 540 s, so that a device call of 600 s holds the install and all of them.
 # tests/bench/test_gpu_checks_script.py runs every benchmark command below on the CPU.
 set -u
-LOGS=${1:-gpu-logs}
-mkdir -p "$LOGS"
-PY=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1
-STEP_START=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - STEP_START )) s] $*"; }
-
-stamp "environment" | tee "$LOGS/env.log"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$LOGS/env.log" 2>&1
-$PY -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0], torch.cuda.get_device_name())" >>"$LOGS/env.log" 2>&1
-cat "$LOGS/env.log"
+# LOGS, PY, stamp and the environment log, as every device script starts.
+source "$(dirname "$0")/gpu_env.sh" "${1:-gpu-logs}"
 
 # 1. A grid's runs sharing the GPU: K = 1 (before) against K = 2 ... 16 runs in one process, each
 #    on its own stream (harness trainers driven in turn, and bare captured steps round robin).

@@ -22,6 +22,7 @@ was trained here (a pretrained model's training length is unknown, so ALLR-d1 al
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -92,20 +93,26 @@ def nm_of(pattern: str) -> tuple[int, int] | None:
     return PATTERNS[pattern]
 
 
+def one_of(values: Iterable[str]) -> str:
+    """The allowed values as every config error names them: ``one of 'a', 'b'``."""
+    return "one of " + ", ".join(repr(v) for v in values)
+
+
 def validate_oneshot(cfg: RunConfig) -> None:
     """Check the one-shot parameters, the pattern against the model's layers and the task."""
     from benchmark.models.causal_lm import LM_MODELS, input_widths, lm_config
 
     p, m = cfg.method.params, cfg.method
-    check(cfg.model.name in LM_MODELS, "model.name", cfg.model.name, f"one of {LM_MODELS}")
-    check(p.pattern in PATTERNS, "method.pattern", p.pattern, f"one of {tuple(PATTERNS)}")
-    check(p.retrain in RETRAIN, "method.retrain", p.retrain, f"one of {RETRAIN}")
-    check(p.adapter in ("none", *ADAPTERS), "method.adapter", p.adapter, ("none", *ADAPTERS))
+    check(cfg.model.name in LM_MODELS, "model.name", cfg.model.name, one_of(LM_MODELS))
+    check(p.pattern in PATTERNS, "method.pattern", p.pattern, one_of(PATTERNS))
+    check(p.retrain in RETRAIN, "method.retrain", p.retrain, one_of(RETRAIN))
+    adapters = ("none", *ADAPTERS)
+    check(p.adapter in adapters, "method.adapter", p.adapter, one_of(adapters))
     check(
         p.retrain_schedule in RETRAIN_SCHEDULES,
         "method.retrain_schedule",
         p.retrain_schedule,
-        f"one of {RETRAIN_SCHEDULES}",
+        one_of(RETRAIN_SCHEDULES),
     )
     check(p.calibration_samples >= 1, "method.calibration_samples", p.calibration_samples, ">= 1")
     check(p.rank >= 1, "method.rank", p.rank, "an integer >= 1")

@@ -19,7 +19,7 @@ from benchmark.pruning.oneshot import (
     sparsegpt_prune,
     wanda_score,
 )
-from methods._llm import OneShotLM, OneShotParams, nm_of, oneshot_info, validate_oneshot
+from methods._llm import OneShotLM, OneShotParams, nm_of, one_of, oneshot_info, validate_oneshot
 from methods.base import register_method
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class OneShotMagnitude(OneShotLM):
     def validate(cls, cfg: RunConfig) -> None:
         validate_oneshot(cfg)
         p = cfg.method.params
-        check(p.scope in MAGNITUDE_SCOPES, "method.scope", p.scope, f"one of {MAGNITUDE_SCOPES}")
+        check(p.scope in MAGNITUDE_SCOPES, "method.scope", p.scope, one_of(MAGNITUDE_SCOPES))
         check(
             p.scope != "global" or p.pattern == "unstructured",
             "method.scope",

@@ -11,6 +11,10 @@ Three parts, in one call (``--parts``):
 * ``model``: whole-model training at each K: the array (harness trainers driven together, one
   fused step per iteration, each layout), packing (the same K trainers each stepping on its own
   stream, ``--runs-per-gpu K``) and one run (K = 1 packing, today's speed), images/s of all K;
+* ``core`` (with ``model``, ``--core``): the array's bare iteration on one fixed batch per run
+  (stacked forward, summed loss, backward, SGD update; no epoch loops, data or hooks), eager and,
+  on CUDA, captured in one CUDA graph per layout: what the array's math reaches without Python's
+  per-step overhead, to decide whether capturing the array step is worth it;
 * ``equality``: four small runs alone against the same runs as one array on the device, within
   the noise floor of the runs alone with other rounding (benchmark.training.array.check).
 
@@ -23,6 +27,7 @@ import argparse
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -40,9 +45,11 @@ from benchmark.bench.throughput import (
 from benchmark.data.base import DATASETS
 from benchmark.training.array.check import check_array
 from benchmark.training.array.fit import array_epoch
+from benchmark.training.array.optim import HYPER
 from benchmark.training.array.stack import LAYOUTS
 from benchmark.training.array.step import ArrayStep
 from benchmark.training.device import configure_kernels, resolve_device, sync
+from benchmark.training.fast_step import CudaGraphBackend
 from benchmark.training.packing import RngState
 from benchmark.training.trainer import Trainer
 
@@ -124,7 +131,8 @@ def array_harness(args: argparse.Namespace, model: str, k: int, layout: str) -> 
 
 
 def model_part(args: argparse.Namespace) -> None:
-    """Print images/s of whole-model training: arrays (each layout), packing, one run."""
+    """Print images/s of whole-model training: arrays (each layout), packing, one run, and the
+    array's bare iteration (``--core``: eager and captured, per layout)."""
     for model in args.models:
         shape, classes = MODEL_DATA.get(model, ((3, 32, 32), 10))
         batches = make_batches(args.iters, args.batch, shape, classes, args.dev)
@@ -133,14 +141,62 @@ def model_part(args: argparse.Namespace) -> None:
         for mode in args.modes:
             args.mode = mode
             head = "".join(f"{'array ' + layout:>14s}" for layout in args.layouts)
+            head += "".join(f"{name:>14s}" for name, _, _ in _core_columns(args))
             packs = [k for k in args.ks if k in args.pack_ks]
             print(f"\n{model} {mode}{'K':>6s}{head}{'packing':>12s}{'one run':>12s}  (images/s)")
             one = _figure(_packed, args, model, 1)
             for k in args.ks:
                 cells = [_figure(array_harness, args, model, k, lay) for lay in args.layouts]
+                cells += [_figure(array_core, args, model, k, lay, graph)
+                          for _, lay, graph in _core_columns(args)]  # fmt: skip
                 packing = _figure(_packed, args, model, k) if k in packs else "-"
                 line = "".join(f"{c:>14s}" for c in cells) + f"{packing:>12s}{one:>12s}"
                 print(f"{'':{len(model) + len(mode) + 1}s}{k:6d}{line}", flush=True)
+
+
+def _core_columns(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
+    """The ``--core`` columns: (heading, layout, captured), captured ones on CUDA only."""
+    graphs = (False, True) if args.dev.type == "cuda" else (False,)
+    return [
+        (f"{'graph' if graph else 'core'} {layout}", layout, graph)
+        for layout in args.core
+        for graph in graphs
+    ]
+
+
+def array_core(args: argparse.Namespace, model: str, k: int, layout: str, graph: bool) -> float:
+    """Images/s of the array's bare iteration for K runs (each on the same fixed batch),
+    replayed from one CUDA graph when ``graph``."""
+    cfg = mode_config(args, args.mode, model, {"name": "dense"}, {"epochs": 2})
+    array = ArrayStep([Trainer(cfg) for _ in range(k)], layout)
+    x, y = args.batches[0]
+    xs, ys = x.expand(k, *x.shape).contiguous(), y.expand(k, *y.shape).contiguous()
+    sgd, stacked = array.sgd, array.stacked
+    coefficients = [sgd.coefficient(sgd.table(key)) for key in HYPER]
+    bf16 = cfg.optim.bf16
+
+    def step() -> None:
+        # No autocast cache: a captured cast would replay stale weights.
+        with torch.autocast(args.dev.type, torch.bfloat16, enabled=bf16, cache_enabled=False):
+            out = stacked.forward(xs)
+            losses = F.cross_entropy(out.flatten(0, 1).float(), ys.flatten(), reduction="none")
+            total = losses.view(k, -1).mean(1).sum()
+        stacked.zero_grad()
+        total.backward()
+        sgd.update(*coefficients)
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "grad and param do not obey")
+        if graph:
+            for _ in range(3):  # cuDNN's choices and the allocator's blocks, before capture
+                step()
+            sync(args.dev)
+            step = CudaGraphBackend(args.dev).capture(step)
+        seconds = timed(step, args.dev, args.iters)
+    del step
+    if args.dev.type == "cuda":
+        torch.cuda.empty_cache()  # the graph's pool, before the next (larger) K
+    return k * x.shape[0] / seconds
 
 
 def _packed(args: argparse.Namespace, model: str, k: int) -> float:
@@ -180,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--models", default="resnet56", help="comma-separated models")
     p.add_argument("--modes", default="fast-bf16,fast", help="modes of benchmark.bench")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"of {LAYOUTS}")
+    p.add_argument("--core", default="", help=f"bare-iteration columns' layouts, of {LAYOUTS}")
     p.add_argument("--precisions", default="fp32,bf16", help="of the layer part")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--iters", type=int, default=20, help="timed iterations (per epoch)")
@@ -192,9 +249,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.error(f"--device = {args.device!r} is invalid; allowed: auto, cpu, cuda, cuda:N")
     args.parts = args.parts.split(",")
     args.layouts = args.layouts.split(",")
+    args.core = args.core.split(",") if args.core else []
     args.precisions = args.precisions.split(",")
     for name, values, allowed in (("--parts", args.parts, PARTS),
-                                  ("--layouts", args.layouts, LAYOUTS)):  # fmt: skip
+                                  ("--layouts", args.layouts, LAYOUTS),
+                                  ("--core", args.core, LAYOUTS)):  # fmt: skip
         if not set(values) <= set(allowed):
             p.error(f"{name} = {','.join(values)!r} is invalid; allowed: {', '.join(allowed)}")
     args.ks = _counts(p, "--k", args.k)

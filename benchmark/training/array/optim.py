@@ -104,11 +104,15 @@ class ArraySGD:
             return table
         return table[:, self.column_group]
 
-    @torch.no_grad()
     def step(self) -> None:
         """One SGD step of every run from the gradients in ``stacked.grad``."""
+        self.update(*(self.coefficient(self.table(key)) for key in HYPER))
+
+    @torch.no_grad()
+    def update(self, lr: Tensor, wd: Tensor, mom: Tensor, nesterov: Tensor) -> None:
+        """The SGD update with these coefficients (``[K, D]`` or ``[K, 1]`` device tensors, as
+        :meth:`coefficient` gives): device work only, so a CUDA graph can capture it."""
         st = self.stacked
-        lr, wd, mom, nesterov = (self.coefficient(self.table(key)) for key in HYPER)
         p, g, buf = st.flat, st.grad, self.momentum
         d = torch.addcmul(g, p, wd)
         buf.mul_(mom).add_(d)

@@ -50,6 +50,7 @@ class ArraySGD:
         self.groups = max(self.columns) + 1
         flat = stacked.flat
         self.momentum = torch.zeros_like(flat)
+        # Each parameter's aligned segment of a row, its gap included (the gap stays zero).
         sizes = [stacked.offsets[i + 1] - stacked.offsets[i] for i in range(len(self.columns))]
         # The group of every column of [K, D] (only needed when there are several groups).
         self.column_group = torch.repeat_interleave(

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
+from benchmark.training.array.grouped import GroupedModel
+
 # How the array's forward runs the K models: "vmap" (torch.func; convolutions with batched
-# weights become one grouped convolution) or "loop" (K functional calls in one autograd graph).
-LAYOUTS = ("vmap", "loop")
+# weights become one grouped convolution), "loop" (K functional calls in one autograd graph) or
+# "grouped" (one wide model whose activations are [N, K*C, H, W] throughout: grouped
+# convolutions, BatchNorm over K*C channels, batched linear layers; benchmark.training.array.
+# grouped, for the models it knows).
+LAYOUTS = ("vmap", "loop", "grouped")
+# Each parameter's row segment starts at a multiple of this many elements (64 bytes in fp32):
+# cuDNN and cuBLAS kernels read vectors and fail ("misaligned address") on a weight that starts
+# between vector boundaries.
+ALIGN = 16
 
 
 def default_layout(device_type: str) -> str:
@@ -48,13 +58,17 @@ class StackedModels:
         first = per_model[0]
         self.names = names
         self.shapes = [tuple(first[n].shape) for n in names]
-        sizes = [first[n].numel() for n in names]
-        self.offsets = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+        self.sizes = [first[n].numel() for n in names]
+        # offsets[i]: where parameter i starts in a row (aligned); offsets[-1]: the row's length.
+        self.offsets = [0]
+        for size in self.sizes:
+            self.offsets.append(self.offsets[-1] + -(-size // ALIGN) * ALIGN)
         ref = first[names[0]]
-        flat = torch.empty(self.k, self.offsets[-1], dtype=ref.dtype, device=ref.device)
+        # Zeros: the gaps between parameters stay zero (gradient and momentum 0 there too).
+        flat = torch.zeros(self.k, self.offsets[-1], dtype=ref.dtype, device=ref.device)
         for k, got in enumerate(per_model):
             for i, n in enumerate(names):
-                flat[k, self.offsets[i] : self.offsets[i + 1]] = got[n].detach().reshape(-1)
+                flat[k, self._span(i)] = got[n].detach().reshape(-1)
         self.flat = flat
         self.grad = torch.zeros_like(flat)
         # Separate leaves, not slices of one leaf: the backward of a slice would write a whole
@@ -72,15 +86,28 @@ class StackedModels:
         for n, owned in self.owners.items():
             self.buffers[n] = torch.stack([getattr(mod, leaf) for mod, leaf in owned])
         self.relink()
+        self._vmapping = False
+        if layout == "vmap":
+            # Under vmap, CUDA's BatchNorm refuses bf16 activations with fp32 running statistics
+            # ("Expected running_mean to have type BFloat16", measured on an H200) although it
+            # takes them unbatched: in the array's forward its input is cast to their dtype.
+            for module in self.template.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.register_forward_pre_hook(self._batchnorm_input)
+        # The grouped layout's wide model reads the leaves and buffers above by name.
+        self.wide = GroupedModel(self) if layout == "grouped" else None
+
+    def _span(self, i: int) -> slice:
+        return slice(self.offsets[i], self.offsets[i] + self.sizes[i])
 
     def view(self, i: int, source: Tensor) -> Tensor:
         """Parameter ``i`` of every run, ``[K, *shape]``, as a view of ``source`` (``[K, D]``)."""
-        return source[:, self.offsets[i] : self.offsets[i + 1]].view(self.k, *self.shapes[i])
+        return source[:, self._span(i)].view(self.k, *self.shapes[i])
 
     def row(self, k: int, i: int, source: Tensor | None = None) -> Tensor:
         """Run ``k``'s parameter ``i`` as a view of ``source`` (default: the flat parameters)."""
         source = self.flat if source is None else source
-        return source[k, self.offsets[i] : self.offsets[i + 1]].view(self.shapes[i])
+        return source[k, self._span(i)].view(self.shapes[i])
 
     def relink(self) -> None:
         """Point every run's parameter at its row again (after something replaced ``.data``)."""
@@ -121,8 +148,14 @@ class StackedModels:
     def forward(self, x: Tensor) -> Tensor:
         """The K models' outputs ``[K, N, ...]`` of their inputs ``x`` (``[K, N, ...]``)."""
         params = self.leaves
+        if self.wide is not None:
+            return self.wide.forward_array(x)
         if self.layout == "vmap":
-            return vmap(self._one)(params, self.buffers, x)
+            self._vmapping = True
+            try:
+                return vmap(self._one)(params, self.buffers, x)
+            finally:
+                self._vmapping = False
         outs = [
             self._one(
                 {n: p[k] for n, p in params.items()},
@@ -132,6 +165,12 @@ class StackedModels:
             for k in range(self.k)
         ]
         return torch.stack(outs)
+
+    def _batchnorm_input(self, module: nn.Module, args: tuple[Tensor, ...]) -> Any:
+        stats = getattr(module, "running_mean", None)
+        if self._vmapping and stats is not None and args[0].dtype != stats.dtype:
+            return (args[0].to(stats.dtype), *args[1:])
+        return None
 
     def _one(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor) -> Tensor:
         return functional_call(self.template, (params, buffers), (x,))

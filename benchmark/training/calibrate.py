@@ -210,7 +210,7 @@ def _time_once(
                 why = why_not_together(trainers)
                 if why:  # such runs train packed: an array rate of them would never be used
                     raise ConfigError("--array", array, f"1 for {target.model} ({why})")
-                ArrayStep(trainers, default_layout(dev.type))
+                ArrayStep(trainers, default_layout(dev.type, trainers[0].model))
                 array_epoch(trainers, 0, [RngState.capture(dev) for _ in trainers])
             else:
                 trainers[0].train_epoch(0)

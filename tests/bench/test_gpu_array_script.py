@@ -78,8 +78,8 @@ def test_each_script_command_runs_on_the_cpu(
         assert re.search(r"^bf16 C=8", out, re.M), out
     else:
         mode = args[args.index("--modes") + 1]
-        cores = r"core vmap\s+core loop\s+packing"
-        head = rf"^cnn_small {mode}\s+K\s+array vmap\s+(array loop\s+)?{cores}"
+        cores = r"core grouped\s+packing"
+        head = rf"^cnn_small {mode}\s+K\s+(array vmap\s+)?array grouped\s+{cores}"
         assert re.search(head, out, re.M), out
         assert not re.search(r"^\s+\d+\s.*[A-Z][a-z]+Error", out, re.M), out  # every cell a figure
         assert len(re.findall(r"^\s+2(\s+[\d,]+)+\s+-\s+[\d,]+$", out, re.M)) == 1, out

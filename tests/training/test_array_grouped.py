@@ -12,10 +12,10 @@ from helpers import tiny_config
 from torch import nn
 
 from benchmark.models.registry import build_model
-from benchmark.training.array.check import losses
+from benchmark.training.array.check import Comparison, losses
 from benchmark.training.array.fit import execute_array
 from benchmark.training.array.grouped import grouped_unsupported
-from benchmark.training.array.stack import ALIGN, StackedModels
+from benchmark.training.array.stack import ALIGN, StackedModels, default_layout
 
 
 @pytest.mark.parametrize(
@@ -108,3 +108,22 @@ def test_vmaps_batchnorm_gets_its_input_in_the_statistics_dtype() -> None:
     stacked._vmapping = True
     (cast,) = stacked._batchnorm_input(bn, (bf16,))
     assert cast.dtype == torch.float32
+
+
+def test_the_default_layout_is_grouped_on_a_gpu_for_the_models_it_knows() -> None:
+    resnet = build_model("resnet20", 10, (3, 32, 32))
+    unknown = nn.Sequential(nn.Conv2d(3, 4, 3), nn.GELU(), nn.Flatten(), nn.Linear(3600, 2))
+    assert default_layout("cuda", resnet) == "grouped"
+    assert default_layout("cuda", unknown) == "vmap"
+    assert default_layout("cpu", resnet) == "loop"
+
+
+def test_the_test_image_bound_is_one_image_or_the_floors_own_gap() -> None:
+    def comparison(images: float, floor_images: float) -> Comparison:
+        return Comparison(0.01, 0.015, images, 12, 10, floor_images)
+
+    assert comparison(1, 0).holds()
+    assert not comparison(3, 0).holds()  # the floor moved no test image: 3 is too many
+    assert comparison(3, 3).holds()  # the runs alone move 3 images with other rounding
+    assert not comparison(4, 3).holds()
+    assert "floor's 3, bound 3" in comparison(3, 3).text()

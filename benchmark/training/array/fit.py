@@ -131,7 +131,7 @@ def execute_array(
                     f"training {len(trainers)} runs packed, not as an array: {why}", file=sys.stderr
                 )
             else:
-                chosen = layout or default_layout(trainers[0].device.type)
+                chosen = layout or default_layout(trainers[0].device.type, trainers[0].model)
                 try:
                     array = ArrayStep(trainers, chosen)
                 except ConfigError as err:  # e.g. a method that optimises only some parameters

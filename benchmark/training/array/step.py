@@ -7,19 +7,34 @@ in its batch, :class:`ArrayStep` trains all of them at once: the K models' forwa
 stacked batches, the sum of the K mean losses (so that each run's gradient is its own), one
 backward, one :class:`~benchmark.training.array.optim.ArraySGD` step, then each run's own
 per-step hook (its hard mask) and its own loss sum.
+
+On CUDA (when the runs alone would be captured) the forward, losses, backward and SGD update
+are captured once into a CUDA graph and replayed: the K batches, the K targets and the [K]
+hyperparameter tables are copied into the graph's static tensors before every replay, and the
+per-run hooks stay eager after it. The first iterations of the array, an epoch's shorter last
+batch and any iteration after a run of the array ended step eagerly, with the same code.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from benchmark.training.array.optim import ArraySGD
+from benchmark.training.array.optim import HYPER, ArraySGD
 from benchmark.training.array.stack import StackedModels
-from benchmark.training.fast_step import StepPlan, StepStats
+from benchmark.training.fast_step import (
+    EAGER_WARMUP_ITERS,
+    CudaGraphBackend,
+    GraphBackend,
+    StepPlan,
+    StepStats,
+    warn_eager,
+)
 from methods.base import Method
 
 # Per-iteration hooks an array cannot run for each run on its own slice (they change the
@@ -58,25 +73,33 @@ class MemberRunner:
     def __init__(self, array: ArrayStep, index: int, alone: StepPlan) -> None:
         self.array = array
         self.index = index
-        # ``alone``: the run's plan had it trained alone; the array's step is eager for now.
+        # ``alone``: the run's plan had it trained alone; the array captures when it would have.
         why = "trained in an array, whose step is not captured" if alone.capture else ""
-        self.plan = StepPlan(channels_last=alone.channels_last, why_eager=why)
+        captured = array.backend is not None
+        self.plan = StepPlan(
+            capture=captured, channels_last=alone.channels_last, why_eager="" if captured else why
+        )
         self.stats = StepStats()
 
     def invalidate(self) -> None:
-        """Nothing is captured (the runner's interface)."""
+        """Nothing to drop: the array's graph reads only tensors that outlive epochs."""
 
     def run(self, x: Tensor, y: Tensor, step: int) -> float:
         """Hand in iteration ``step``'s batch; the array steps once every live run has."""
-        self.stats.eager += 1
         self.array.deposit(self.index, x, y, step)
         return 0.0
 
 
 class ArrayStep:
-    """The K trainers of an array, their stacked models and optimizer, and their batches."""
+    """The K trainers of an array, their stacked models and optimizer, and their batches.
 
-    def __init__(self, trainers: list[Any], layout: str) -> None:
+    ``backend``: how the step is captured (None: the CUDA graph backend when the runs alone
+    would be captured, else eager; tests pass a backend that replays on the CPU).
+    """
+
+    def __init__(
+        self, trainers: list[Any], layout: str, backend: GraphBackend | None = None
+    ) -> None:
         self.trainers = trainers
         self.k = len(trainers)
         for trainer in trainers:
@@ -91,6 +114,13 @@ class ArrayStep:
             warnings.filterwarnings("ignore", "grad and param do not obey")
             self.stacked = StackedModels([t.model for t in trainers], layout)
         self.sgd = ArraySGD(self.stacked, [t.optimizer for t in trainers])
+        self.device = trainers[0].device
+        if backend is None and trainers[0].runner.plan.capture and self.device.type == "cuda":
+            backend = CudaGraphBackend(self.device)
+        self.backend = backend
+        self.graph: _Graph | None = None
+        self.eager_steps = 0
+        self.first_shapes: tuple[torch.Size, torch.Size] | None = None  # the graph's shapes
         self.live = set(range(self.k))
         self.pending: dict[int, tuple[Tensor, Tensor, int]] = {}
         self.steps = 0
@@ -113,6 +143,7 @@ class ArrayStep:
         self.live.discard(k)
         self.sgd.freeze(k)
         self.pending.pop(k, None)
+        self.graph = None  # the graph steps all K: the others step eagerly from now on
         if self.live and set(self.pending) == self.live:
             self._step()
 
@@ -124,13 +155,12 @@ class ArrayStep:
 
     def _step(self) -> None:
         batches, self.pending = self.pending, {}
-        ref = next(iter(batches.values()))[0]
-        xs = [batches[k][0] if k in batches else torch.zeros_like(ref) for k in range(self.k)]
         stacked = self.stacked
         if any(step % self.trainers[k].ipe == 0 for k, (_, _, step) in batches.items()):
             # An epoch's first iteration follows the runs' epoch-boundary hooks, which may have
             # replaced a run's parameter tensors (their values are kept) or cleared its
             # optimizer's state (BIMP's fresh optimizer: its momentum restarts from zero).
+            # Both are copied into the stacked tensors, which a captured graph keeps reading.
             if not stacked.linked():
                 stacked.relink()
             for k in batches:
@@ -138,26 +168,133 @@ class ArrayStep:
         # The template's mode is the array's: every live run trains (run 0 may have ended in
         # the middle of its evaluation, leaving its model in eval mode).
         stacked.template.train()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "grad and param do not obey")
+            losses = self._replayed(batches)
+            counted = "replays"
+            if losses is None:
+                losses = self._eager(batches)
+                counted = "eager"
+        for k, (x, _, step) in batches.items():
+            trainer = self.trainers[k]
+            stats = trainer.runner.stats
+            setattr(stats, counted, getattr(stats, counted) + 1)
+            if trainer.in_method:
+                trainer.method.after_step(step)
+            elif trainer.ctx.masks is not None:
+                trainer.ctx.masks.apply()
+            trainer.loss_sum += losses[k] * x.shape[0]
+        self.steps += 1
+
+    def _eager(self, batches: dict[int, tuple[Tensor, Tensor, int]]) -> dict[int, Tensor]:
+        ref, target, _ = next(iter(batches.values()))
+        if self.first_shapes is None:
+            self.first_shapes = (ref.shape, target.shape)
+        xs = [batches[k][0] if k in batches else torch.zeros_like(ref) for k in range(self.k)]
         with self.trainers[0]._autocast:
-            out = stacked.forward(torch.stack(xs))
+            out = self.stacked.forward(torch.stack(xs))
             losses = {
                 k: self.trainers[k].task.loss(_Fixed(out[k]), x, y)
                 for k, (x, y, _) in batches.items()
             }
             total = torch.stack(list(losses.values())).sum()
-        stacked.zero_grad()
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "grad and param do not obey")
-            total.backward()
+        self.stacked.zero_grad()
+        total.backward()
         self.sgd.step()
-        for k, (x, _, step) in batches.items():
-            trainer = self.trainers[k]
-            if trainer.in_method:
-                trainer.method.after_step(step)
-            elif trainer.ctx.masks is not None:
-                trainer.ctx.masks.apply()
-            trainer.loss_sum += losses[k].detach() * x.shape[0]
-        self.steps += 1
+        self.eager_steps += 1
+        return {k: loss.detach() for k, loss in losses.items()}
+
+    def _replayed(self, batches: dict[int, tuple[Tensor, Tensor, int]]) -> dict[int, Tensor] | None:
+        """The iteration replayed from the captured graph (captured first if need be), or None
+        when it must step eagerly."""
+        if self.backend is None or len(batches) < self.k or self.eager_steps < EAGER_WARMUP_ITERS:
+            return None
+        x0, y0, _ = batches[0]
+        if self.graph is None:
+            if (x0.shape, y0.shape) != self.first_shapes:
+                return None  # never capture an epoch's shorter last batch
+            xs = torch.stack([batches[k][0] for k in range(self.k)])
+            ys = torch.stack([batches[k][1] for k in range(self.k)])
+            self.graph = self._capture(xs, ys)
+            if self.graph is None:
+                return None
+        graph = self.graph
+        if not graph.fits(x0, y0):
+            return None  # an epoch's shorter last batch
+        # Straight into the graph's static inputs: no stacked copy in between.
+        torch.stack([batches[k][0] for k in range(self.k)], out=graph.xs)
+        torch.stack([batches[k][1] for k in range(self.k)], out=graph.ys)
+        for static, key in zip(graph.coefficients, HYPER, strict=True):
+            static.copy_(self.sgd.coefficient(self.sgd.table(key)))
+        graph.replay()
+        return {k: graph.losses[k] for k in range(self.k)}
+
+    def _capture(self, xs: Tensor, ys: Tensor) -> _Graph | None:
+        """The array's step captured on static copies of ``xs``, ``ys`` (None: it failed and
+        the array steps eagerly from now on, with a warning)."""
+        assert self.backend is not None
+        trainers, stacked, sgd = self.trainers, self.stacked, self.sgd
+        graph = _Graph(
+            xs.clone(),
+            ys.clone(),
+            [sgd.coefficient(sgd.table(key)).clone() for key in HYPER],
+            torch.zeros(self.k, device=xs.device),
+        )
+
+        def step() -> None:
+            with trainers[0]._autocast:
+                out = stacked.forward(graph.xs)
+                losses = torch.stack(
+                    [
+                        trainers[k].task.loss(_Fixed(out[k]), graph.xs[k], graph.ys[k])
+                        for k in range(self.k)
+                    ]
+                )
+            stacked.zero_grad()
+            losses.sum().backward()
+            sgd.update(*graph.coefficients)
+            graph.losses.copy_(losses.detach())
+
+        _sync(self.device)
+        start = time.perf_counter()
+        try:
+            graph.replay = self.backend.capture(step)
+        except Exception as err:  # noqa: BLE001 - any capture error falls back, with a warning
+            reason = f"capturing the array's step failed ({type(err).__name__}: {str(err)[:200]})"
+            self.backend = None
+            self.stacked.zero_grad()
+            for trainer in trainers:
+                trainer.runner.stats.failures.append(reason)
+                trainer.runner.plan = StepPlan(channels_last=trainer.runner.plan.channels_last,
+                                               why_eager=reason)  # fmt: skip
+            warn_eager(trainers[0].cfg.run_id, reason)
+            return None
+        finally:
+            _sync(self.device)
+            spent = time.perf_counter() - start
+            for trainer in trainers:
+                trainer.runner.stats.capture_seconds += spent
+        for trainer in trainers:
+            trainer.runner.stats.captures += 1
+        return graph
+
+
+class _Graph:
+    """A captured array step and the static tensors it reads and writes."""
+
+    def __init__(self, xs: Tensor, ys: Tensor, coefficients: list[Tensor], losses: Tensor) -> None:
+        self.xs, self.ys, self.coefficients, self.losses = xs, ys, coefficients, losses
+        self.replay: Callable[[], None] = lambda: None
+
+    def fits(self, x: Tensor, y: Tensor) -> bool:
+        """Whether one run's batch ``x``, ``y`` has the captured shapes and types."""
+        same = x.shape == self.xs.shape[1:] and y.shape == self.ys.shape[1:]
+        return same and x.dtype == self.xs.dtype and y.dtype == self.ys.dtype
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class _Fixed:

@@ -37,8 +37,9 @@ def test_envelope_has_one_panel_per_sparsity_with_imp_band_and_both_references(t
         assert _labels(fig) == ["IMP + ALLR", "dense model", "Renda et al."]
         assert len(ax.collections) == 1  # the max-min band over seeds
         imp = ax.get_lines()[0]
-        # One point per distinct total E * J of the smoke grid (E in {1, 2, 4, 10}, J in 1-3, 6).
-        totals = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 20.0, 24.0, 30.0, 60.0]
+        # One point per distinct total E * J of the smoke grid (E in {1, 2, 4, 8, 16}, J in
+        # {1, 2, 4}): budgets that double.
+        totals = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
         assert list(imp.get_xdata()) == totals
 
 

@@ -117,8 +117,8 @@ def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tm
     titles = [
         "One Shot, FT",
         "One Shot, SLR",
-        "Iterative (2 cycles), FT",
-        "Iterative (2 cycles), SLR",
+        "Iterative (3 cycles), FT",
+        "Iterative (3 cycles), SLR",
     ]
     from benchmark.reporting.titles import what_ran
 
@@ -127,8 +127,9 @@ def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tm
     assert all(ax.get_xlabel() == "sparsity (%)" for ax in fig.axes[:4])
     assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in fig.axes[4:])
     for ax in fig.axes:
-        assert _labels(fig) == ["global", "uniform", "uniform+", "erk", "lamp"]
-        assert len(ax.get_lines()) == 5
+        # Uniform+ cannot reach the smoke grid's 98% and above on cnn_wide: not run there.
+        assert _labels(fig) == ["global", "uniform", "erk", "lamp"]
+        assert len(ax.get_lines()) == 4
 
 
 def test_gmp_vs_bimp_figure_has_a_line_per_variant(tmp_path):

@@ -111,6 +111,12 @@ def split_size(plan: pd.DataFrame, store: pd.DataFrame) -> int | None:
     return int(sizes[0]) if len(sizes) == 1 else None
 
 
+def signed_points(points: float, images: int | None) -> str:
+    """``"+1.25 points (+4.5 test images)"``; points alone when the split's size is unknown."""
+    text = f"{points:+.2f} points"
+    return f"{text} ({points * images / 100:+.1f} test images)" if images else text
+
+
 def top_two_text(column: ColumnAgreement) -> str:
     """ "yes", "tie" (only through a tie) or "no": the paper's best row in the top two."""
     return "yes" if column.top_two else "tie" if column.top_two_by_ties else "no"

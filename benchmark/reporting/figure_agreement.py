@@ -9,6 +9,8 @@
   (:data:`PAPER_COLUMNS`): per sparsity, at the smallest budget, Kendall's tau between the
   schedules' means here and the table's, the rank here of the paper's best schedule, and that
   schedule's lead over the paper's worst, here and in the paper.
+- A selection-criteria figure: its stated finding
+  (:mod:`benchmark.reporting.criteria_agreement`).
 - Any other figure claims nothing: no line says it shows (or misses) the paper's shape.
 """
 
@@ -25,7 +27,8 @@ import pandas as pd
 from benchmark.experiments.base import Experiment, Scale
 from benchmark.experiments.figure_specs import DENSE_ROW, RENDA_ROW
 from benchmark.experiments.slices import Slice
-from benchmark.reporting.agreement import column_agreement, split_size
+from benchmark.reporting.agreement import column_agreement, signed_points, split_size
+from benchmark.reporting.criteria_agreement import criteria_lines
 from benchmark.reporting.selection import aggregate
 
 # Spearman's rho over the budgets from which an envelope counts as rising with the budget.
@@ -86,7 +89,7 @@ class EnvelopeVerdict:
         if self.gap is not None:
             reach = "meets" if self.meets_renda else "falls short of"
             out += (
-                f"; at the largest budget {_signed(self.gap, self.images)} vs {RENDA_ROW} "
+                f"; at the largest budget {signed_points(self.gap, self.images)} vs {RENDA_ROW} "
                 f"({reach} its seeds' spread)"
             )
         verdict = "shows the paper's shape" if self.shows_shape else "does NOT show it"
@@ -126,15 +129,9 @@ class ScheduleVerdict:
             f"sparsity {self.goal:g}%, smallest budget ({self.budget:g} "
             f"epoch{'s' * (self.budget != 1)}) vs the paper's "
             f"{self.paper_where}: tau {tau}; the paper's best, {self.best}, is #{self.rank} here "
-            f"and {_signed(self.lead, self.images)} above {self.worst} (paper: "
+            f"and {signed_points(self.lead, self.images)} above {self.worst} (paper: "
             f"{self.paper_lead:+.2f} points): {verdict}"
         )
-
-
-def _signed(points: float, images: int | None) -> str:
-    """``"+1.25 points (+4.5 test images)"``; points alone when the split's size is unknown."""
-    text = f"{points:+.2f} points"
-    return f"{text} ({points * images / 100:+.1f} test images)" if images else text
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -209,12 +206,14 @@ def schedule_verdicts(
 def figure_agreement(experiment: Experiment, plan: pd.DataFrame, store: pd.DataFrame) -> list[str]:
     """The lines saying whether ``experiment``'s figure from ``store`` shows the paper's shape
     (:data:`NO_CLAIM` alone for a figure without a check; none before any run finished)."""
-    if experiment.plot != "envelope":
+    if experiment.plot not in ("envelope", "criteria"):
         return [NO_CLAIM]
     best, _ = aggregate(plan, store)
     if best.empty:
         return []
     images = split_size(plan, store)
+    if experiment.plot == "criteria":
+        return criteria_lines(experiment.id, best, images) or [NO_CLAIM]
     if experiment.id in PAPER_COLUMNS:
         from benchmark.experiments.paper_numbers import load_paper_table
 

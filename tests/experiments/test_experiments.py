@@ -166,8 +166,8 @@ def test_paper_layout_has_exactly_the_papers_accuracy_cells(name):
 # seeds; in one thread the One Shot table's 384 runs take about 2 CPU-minutes, the 200 runs of
 # stable-unstable-results about 12): the One Shot table's first two seeds (96 runs), and seed 0
 # of the method table at 95% (13 runs: the six methods with a goal sparsity, and the 7 settings
-# of CS, DST and STR, which run whatever the column). The envelope (issue 38: 280 runs, Renda et
-# al.'s 10 and 14 cycles of 40 epochs among them) draws seed 0's IMP points at 90% (16 runs; its
+# of CS, DST and STR, which run whatever the column). The envelope (issue 38: 264 runs, Renda et
+# al.'s 10 and 14 cycles of 40 epochs among them) draws seed 0's IMP points at 90% (15 runs; its
 # dense parent is the One Shot slice's).
 CI_SLICES = {
     "appendix-schedule-comparison-cifar10-oneshot": ("--seeds", "0,1"),
@@ -246,7 +246,7 @@ def test_envelope_figure_reproduces_and_a_second_reproduce_runs_nothing(reproduc
     args = ["reproduce", "cifar10-envelope", "--store", str(reproduced / "runs"), "--dry-run"]
     capsys.readouterr()
     assert main([*args, *CI_SLICES["cifar10-envelope"]]) == 0
-    assert "17 runs of the spec's 280, 0 missing" in capsys.readouterr().err
+    assert "16 runs of the spec's 264, 0 missing" in capsys.readouterr().err
     # The footer's verdict, printed by plot --paper: one panel, 90%, rising or not.
     plot = ["plot", "cifar10-envelope", "--store", str(reproduced / "runs"), "--paper"]
     assert main([*plot, "--out", str(reproduced / "out"), *CI_SLICES["cifar10-envelope"]]) == 0

@@ -37,8 +37,9 @@ def test_envelope_has_one_panel_per_sparsity_with_imp_band_and_both_references(t
         assert _labels(fig) == ["IMP + ALLR", "dense model", "Renda et al."]
         assert len(ax.collections) == 1  # the max-min band over seeds
         imp = ax.get_lines()[0]
-        # One point per distinct total E * J of the smoke grid (E in {1, 2, 4, 10}, J in 1-3, 6).
-        totals = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 20.0, 24.0, 30.0, 60.0]
+        # One point per distinct total E * J of the smoke grid (E in {1, 2, 4, 8, 16}, J in
+        # {1, 2, 4}): budgets that double.
+        totals = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
         assert list(imp.get_xdata()) == totals
 
 
@@ -116,8 +117,8 @@ def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tm
     titles = [
         "One Shot, FT",
         "One Shot, SLR",
-        "Iterative (2 cycles), FT",
-        "Iterative (2 cycles), SLR",
+        "Iterative (3 cycles), FT",
+        "Iterative (3 cycles), SLR",
     ]
     from benchmark.reporting.titles import what_ran
 
@@ -126,8 +127,9 @@ def test_layer_collapse_figure_has_one_shot_and_iterative_panels_per_schedule(tm
     assert all(ax.get_xlabel() == "sparsity (%)" for ax in fig.axes[:4])
     assert all(ax.get_xlabel() == "theoretical speedup (x)" for ax in fig.axes[4:])
     for ax in fig.axes:
-        assert _labels(fig) == ["global", "uniform", "uniform+", "erk", "lamp"]
-        assert len(ax.get_lines()) == 5
+        # Uniform+ cannot reach the smoke grid's 98% and above on cnn_wide: not run there.
+        assert _labels(fig) == ["global", "uniform", "erk", "lamp"]
+        assert len(ax.get_lines()) == 4
 
 
 def test_gmp_vs_bimp_figure_has_a_line_per_variant(tmp_path):

@@ -86,7 +86,9 @@ def _check_optional(nullable: bool, inner: Checker, path: str, value: Any) -> An
 
 
 def _unchecked(path: str, value: Any) -> Any:
-    return value
+    # An annotation without a check (Any, dict, a class): a copy, so that the parsed config
+    # shares nothing with the dict it was read from (the checks above return atoms or new lists).
+    return copy_value(value)
 
 
 def _check_bool(path: str, value: Any) -> Any:
@@ -162,8 +164,9 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    """Parse a nested dict (as read from TOML) into a RunConfig; raises ConfigError."""
-    data = copy_value(data)
+    """Parse a nested dict (as read from TOML) into a RunConfig; raises ConfigError.
+
+    ``data`` is only read: every value of the config is new or an atom (see the checks)."""
     allowed = ["seed", *SECTIONS]
     for key in data:
         if key not in allowed:

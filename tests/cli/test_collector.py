@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from benchmark.cli.app import build_parser, main
-from benchmark.cli.collector import paused_collector, trains_nothing
+from benchmark.cli.app import COMMANDS, build_parser, main
+from benchmark.cli.collector import TRAIN_NOTHING, paused_collector, trains_nothing
 
 
 @pytest.mark.parametrize(
@@ -33,6 +33,10 @@ def test_only_commands_that_train_nothing_pause_the_collector(
     argv: list[str], expected: bool
 ) -> None:
     assert trains_nothing(build_parser().parse_args(argv)) is expected
+
+
+def test_every_command_named_exists() -> None:
+    assert TRAIN_NOTHING <= set(COMMANDS)
 
 
 class Node:

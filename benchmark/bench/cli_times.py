@@ -4,8 +4,10 @@ runs them, so that imports count.
 ``python -m benchmark.bench.cli_times [--repeats N]`` prints, per command, the least CPU time of
 ``N`` runs (the least, since other processes on the machine only ever add) and its target:
 a paper-scale dry run of ``appendix-cifar10-results`` at most 3 s, ``table`` on an empty store
-at most 2 s, the others as close as their work allows. It first stores one short digits run
-(a few seconds) in a temporary store, for ``show`` and ``grid show``/``status`` to read.
+at most 2 s, the others as close as their work allows; then the CPU time of their imports
+alone (torch, pandas), which no command that validates a config can go below. It first stores
+one short digits run (a few seconds) in a temporary store, for ``show`` and ``grid
+show``/``status`` to read.
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ TABLE_ID = "appendix-cifar10-results"
 FIGURE_ID = "cifar10-envelope"
 # Targets in CPU seconds (user + sys); None: as close as the command's work allows.
 TARGETS: dict[str, float | None] = {"dry run": 3.0, "table": 2.0}
+# What the commands cannot go below: their imports, also as the commands that train nothing run
+# them (the cyclic garbage collector paused, its passes at exit skipped: benchmark.cli.collector).
+_PAUSED = "import gc; gc.disable(); import {}; gc.freeze()"
+IMPORTS = {
+    "import torch": "import torch",
+    "import torch (collector paused, as the commands)": _PAUSED.format("torch"),
+    "import pandas (collector paused)": _PAUSED.format("pandas"),
+    "import torch, pandas (collector paused)": _PAUSED.format("torch, pandas"),
+}
 
 
 def child_cpu(command: list[str], cwd: Path) -> tuple[float, int]:
@@ -79,10 +90,12 @@ def main(argv: list[str] | None = None) -> None:
             target = TARGETS.get(name)
             shown = f"<= {target:g} s" if target else "-"
             print(f"{name:<10} | {least:>21.2f} | {shown:>6} | {results[0][1]}")
-        torch_only = min(
-            child_cpu([sys.executable, "-c", "import torch"], root)[0] for _ in range(args.repeats)
-        )
-        print(f"(for scale: `import torch` alone takes {torch_only:.2f} s here)")
+        print("for scale, imports alone (least of the repeats):")
+        for name, code in IMPORTS.items():
+            least = min(
+                child_cpu([sys.executable, "-c", code], root)[0] for _ in range(args.repeats)
+            )
+            print(f"  {name:<50} {least:.2f} s")
 
 
 if __name__ == "__main__":

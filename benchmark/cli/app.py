@@ -190,6 +190,7 @@ def _config_error(err: ConfigError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
+    from benchmark.cli.collector import paused_collector, trains_nothing
     from benchmark.core.errors import CorruptFileError
     from benchmark.store.errors import RunLockedError
 
@@ -199,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _config_error(hint)
     args = build_parser().parse_args(argv)
     try:
-        code = COMMANDS[args.command](args)
+        with paused_collector(trains_nothing(args)):
+            code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
         return code
     except ConfigError as err:

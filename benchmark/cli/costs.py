@@ -175,20 +175,22 @@ def cost_text(
     records: Sequence[Mapping] | None = None,
     suggest: str = "cuda",
     array: int = 1,
+    parents: Any = None,
 ) -> tuple[str, Any]:
     """The cost lines of ``groups`` of (run id, config) (and their dense parents), and the
     estimate.
 
     ``device``: the ``--estimate-device`` asked for (None: the best-measured device);
     ``suggest``: the device the calibrate command names when nothing is measured; ``array``:
-    runs trained as arrays of up to that many (``--array``), priced at a calibrated array rate.
+    runs trained as arrays of up to that many (``--array``), priced at a calibrated array rate;
+    ``parents``: the runs' parents where the caller keeps them (``training.passes.Parents``).
     """
     from benchmark.launch.estimate import Throughputs, estimate, workload
 
     throughputs = Throughputs.of_store(store, records)
     workloads = {workload(c) for pairs in groups.values() for _, c in pairs}
     chosen = throughputs.choose_device(workloads, device)
-    est = estimate(groups, finished, throughputs, chosen, array)
+    est = estimate(groups, finished, throughputs, chosen, array, parents)
     where = chosen or (f"{device} (not measured)" if device else "no measured device")
     lines = [f"cost{heading}, device-hours on {where} (training steps at measured images/s):"]
     header = ("", "runs", "missing", "passes", "passes to run", "device-hours to run", "peak mem")

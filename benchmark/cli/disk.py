@@ -28,6 +28,7 @@ def reproduce_disk_line(
     what: str = "missing runs",
     more_parents: Sequence[Any] = (),
     run_ids: Sequence[str] | None = None,
+    known: Any = None,
 ) -> str:
     """The dry run's disk line: the weights of the ``missing`` runs ((run id, config) pairs) and
     of the dense parents they still need, packed and as dense, and what ``--keep needed`` keeps
@@ -36,25 +37,25 @@ def reproduce_disk_line(
 
     ``what`` names the missing runs; ``more_parents``: dense parents they may need besides
     their own (those staged tuning's undecided cells may select); ``run_ids``: the ids of
-    ``runs`` in order, when the caller has them."""
+    ``runs`` in order, and ``known`` their dense parents (``training.passes.Parents``), when
+    the caller has them."""
     from benchmark.reporting.keep import kept_bytes_estimate
     from benchmark.store.footprint import format_bytes
     from benchmark.store.results import Store
     from benchmark.training.footprint import config_bytes, estimate_runs
-    from benchmark.training.passes import parent_of
+    from benchmark.training.passes import Parents
 
-    # A paper-scale plan has thousands of runs: each id and parent is computed once here.
+    # A paper-scale plan has thousands of runs: each id and parent is computed once.
     ids = [r.cfg.run_id for r in runs] if run_ids is None else list(run_ids)
     configs = dict(zip(ids, (r.cfg for r in runs), strict=True))
+    known = Parents() if known is None else known
     every_parent: dict[str, Any] = {}
     parent_id: dict[str, str] = {}
     for rid, cfg in [*configs.items(), *missing]:
-        if rid in parent_id:
-            continue
-        parent = parent_of(cfg)
+        parent = known.of(rid, cfg)
         if parent is not None:
-            parent_id[rid] = parent.run_id
-            every_parent.setdefault(parent.run_id, parent)
+            parent_id[rid] = parent[0]
+            every_parent.setdefault(*parent)
     store = Store(store_dir)
     wanted = {pid: every_parent[pid] for rid, _ in missing if (pid := parent_id.get(rid))}
     wanted |= {p.run_id: p for p in more_parents}

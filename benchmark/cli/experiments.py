@@ -379,9 +379,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             bound = " (at most)" if chosen.staged.undecided else ""
             what = f"missing runs of staged tuning{bound}"
         missing = [(run_id, cfg) for run_id, cfg in pairs if run_id not in finished]
-        line = reproduce_disk_line(
-            experiment, args.scale, chosen.runs, missing, args.store, what, more, chosen.ids
-        )
+        line = reproduce_disk_line(experiment, args.scale, chosen.runs, missing, args.store, what,
+                                   more, chosen.ids, chosen.parents)  # fmt: skip
         print(f"[reproduce] {line}", file=sys.stderr)
         return 0
     experiment.prepare(args.scale)

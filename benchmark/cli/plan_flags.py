@@ -9,6 +9,7 @@ parsed without torch; they are checked against the spec's plan before any run st
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,14 @@ class Chosen:
     sliced: Any  # the slice's rows of it
     within: Slice
     staged: Any = None  # a StagedPlan, with --staged
+
+    @functools.cached_property
+    def parents(self) -> Any:
+        """The runs' dense parents (``training.passes.Parents``), each computed once for the
+        cost, disk and staged views that ask."""
+        from benchmark.training.passes import Parents
+
+        return Parents()
 
     def pairs(self, run_ids: Any | None = None) -> list[tuple[str, Any]]:
         """(run id, config) of each distinct run of the slice (of ``run_ids`` only, when
@@ -120,10 +129,11 @@ def choose(
     if staged:
         from benchmark.reporting.staged import staged_plan
         from benchmark.store.frame import load_store
-        from benchmark.training.passes import parent_of, run_passes
+        from benchmark.training.passes import run_passes
 
         weight = {run_id: float(run_passes(c)) for run_id, c in chosen.pairs()}
-        parents = {rid: p.run_id for rid, c in chosen.pairs() if (p := parent_of(c)) is not None}
+        known = chosen.parents
+        parents = {rid: p[0] for rid, c in chosen.pairs() if (p := known.of(rid, c)) is not None}
         layout = experiment.layout(scale)
         chosen.staged = staged_plan(sliced, load_store(store), layout, rules, weight, parents)
     return chosen
@@ -134,14 +144,12 @@ MAY_NEED = "dense parents stage 2 may need"
 
 def parent_pairs(chosen: Chosen, parent_ids: list[str]) -> list[tuple[str, Any]]:
     """(run id, config) of the dense parents ``parent_ids`` of the slice's runs."""
-    from benchmark.training.passes import parent_of
-
     wanted = set(parent_ids)
     found: dict[str, Any] = {}
-    for cfg in chosen.configs():
-        parent = parent_of(cfg)
-        if parent is not None and parent.run_id in wanted:
-            found.setdefault(parent.run_id, parent)
+    for run_id, cfg in chosen.pairs():
+        parent = chosen.parents.of(run_id, cfg)
+        if parent is not None and parent[0] in wanted:
+            found.setdefault(*parent)
     return list(found.items())
 
 
@@ -155,9 +163,11 @@ def print_dry_run(
     groups: dict[str, list[tuple[str, Any]]] = {}
     by_id = dict(chosen.pairs())
     multi = chosen.sliced["section"].nunique() > 1
-    for r in chosen.sliced.drop_duplicates("run_id").to_dict("records"):
-        label = f"{r['section']} / {r['row']}" if multi else str(r["row"])
-        groups.setdefault(label, []).append((r["run_id"], by_id[r["run_id"]]))
+    rows = chosen.sliced.drop_duplicates("run_id")
+    # Column by column: a paper-scale plan has thousands of rows, and to_dict costs ~0.1 s.
+    for section, row, run_id in zip(rows["section"], rows["row"], rows["run_id"], strict=True):
+        label = f"{section} / {row}" if multi else str(row)
+        groups.setdefault(label, []).append((run_id, by_id[run_id]))
     device = getattr(args, "estimate_device", None)
     suggest = suggested_device(scale, getattr(args, "executor", "local"))
     heading = f" of {experiment.id} ({scale} scale" + (
@@ -165,7 +175,14 @@ def print_dry_run(
     )
     array = getattr(args, "array", 1) or 1
     text, full = cost_text(
-        groups, finished, store, device=device, heading=heading, suggest=suggest, array=array
+        groups,
+        finished,
+        store,
+        device=device,
+        heading=heading,
+        suggest=suggest,
+        array=array,
+        parents=chosen.parents,
     )
     print(text, file=sys.stderr)
     if chosen.staged is None:
@@ -175,7 +192,8 @@ def print_dry_run(
     staged_groups = {k: [p for p in v if p[0] in staged_ids] for k, v in groups.items()}
     if s.worst_parents:  # counted as runs of their own, like every dense parent
         staged_groups[MAY_NEED] = parent_pairs(chosen, s.worst_parents)
-    _, est = cost_text(staged_groups, finished, store, device=device, suggest=suggest, array=array)
+    _, est = cost_text(staged_groups, finished, store, device=device, suggest=suggest, array=array,
+                       parents=chosen.parents)  # fmt: skip
     bound = "at most " if s.undecided else ""
     parents = f" and up to {len(s.worst_parents):,} more dense parents" if s.worst_parents else ""
     print(

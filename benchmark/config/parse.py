@@ -43,61 +43,113 @@ def _type_name(tp: Any) -> str:
 
 def coerce(path: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the annotation ``tp`` (int accepted for float); return it."""
+    return _checker(tp)(path, value)
+
+
+Checker = typing.Callable[[str, Any], Any]
+
+
+@functools.cache
+def _checker(tp: Any) -> Checker:
+    """The check of annotation ``tp``, resolved once per annotation (a paper-scale plan parses
+    thousands of configs with a few dozen annotations)."""
     origin = typing.get_origin(tp)
     if origin is list:
         (item_tp,) = typing.get_args(tp)
-        if not isinstance(value, list | tuple):
-            raise ConfigError(path, value, _type_name(tp))
-        return [coerce(f"{path}[{i}]", v, item_tp) for i, v in enumerate(value)]
+        item = _checker(item_tp)
+
+        def check_list(path: str, value: Any) -> Any:
+            if not isinstance(value, list | tuple):
+                raise ConfigError(path, value, _type_name(tp))
+            return [item(f"{path}[{i}]", v) for i, v in enumerate(value)]
+
+        return check_list
     if origin is typing.Literal:
-        if value not in typing.get_args(tp):
-            raise ConfigError(path, value, typing.get_args(tp))
-        return value
+        return functools.partial(_check_literal, typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return coerce(path, value, inner[0])
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(path, value, "true or false")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(path, value, "an integer")
-        if not INT64_MIN <= value <= INT64_MAX:
-            raise ConfigError(path, value, "an integer that fits 64 bits")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(path, value, "a number")
-        try:
-            number = float(value)
-        except OverflowError:
-            number = math.inf
-        if not math.isfinite(number):
-            raise ConfigError(path, value, "a finite number")
-        return number
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(path, value, "a string")
-        return value
+        inner = _checker(next(a for a in args if a is not type(None)))
+        return functools.partial(_check_optional, type(None) in args, inner)
+    return _ATOM_CHECKS.get(tp, _unchecked)
+
+
+def _check_literal(allowed: tuple[Any, ...], path: str, value: Any) -> Any:
+    if value not in allowed:
+        raise ConfigError(path, value, allowed)
     return value
+
+
+def _check_optional(nullable: bool, inner: Checker, path: str, value: Any) -> Any:
+    if value is None and nullable:
+        return None
+    return inner(path, value)
+
+
+def _unchecked(path: str, value: Any) -> Any:
+    # An annotation without a check (Any, dict, a class): a copy, so that the parsed config
+    # shares nothing with the dict it was read from (the checks above return atoms or new lists).
+    return copy_value(value)
+
+
+def _check_bool(path: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise ConfigError(path, value, "true or false")
+    return value
+
+
+def _check_int(path: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(path, value, "an integer")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ConfigError(path, value, "an integer that fits 64 bits")
+    return value
+
+
+def _check_float(path: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(path, value, "a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ConfigError(path, value, "a finite number")
+    return number
+
+
+def _check_str(path: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ConfigError(path, value, "a string")
+    return value
+
+
+_ATOM_CHECKS: dict[Any, Checker] = {
+    bool: _check_bool,
+    int: _check_int,
+    float: _check_float,
+    str: _check_str,
+}
 
 
 def dataclass_from_dict(cls: type, data: dict[str, Any], path: str) -> Any:
     """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types."""
     if not isinstance(data, dict):
         raise ConfigError(path, data, f"a table with keys {sorted(_field_names(cls))}")
-    hints = _type_hints(cls)
-    known = _field_names(cls)
+    checks = _field_checks(cls)
     kwargs = {}
     for key, value in data.items():
-        if key not in known:
-            raise ConfigError(f"{path}.{key}", value, f"a known key: {', '.join(sorted(known))}")
-        kwargs[key] = coerce(f"{path}.{key}", value, hints[key])
+        if key not in checks:
+            known = ", ".join(sorted(checks))
+            raise ConfigError(f"{path}.{key}", value, f"a known key: {known}")
+        kwargs[key] = checks[key](f"{path}.{key}", value)
     return cls(**kwargs)
+
+
+@functools.cache
+def _field_checks(cls: type) -> dict[str, Checker]:
+    """The check of each field of dataclass ``cls``, by name."""
+    hints = _type_hints(cls)
+    return {name: _checker(hints[name]) for name in _field_names(cls)}
 
 
 @functools.cache
@@ -112,8 +164,9 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    """Parse a nested dict (as read from TOML) into a RunConfig; raises ConfigError."""
-    data = copy_value(data)
+    """Parse a nested dict (as read from TOML) into a RunConfig; raises ConfigError.
+
+    ``data`` is only read: every value of the config is new or an atom (see the checks)."""
     allowed = ["seed", *SECTIONS]
     for key in data:
         if key not in allowed:

@@ -272,26 +272,61 @@ def _plain(value: Any) -> Any:
 def fields_dict(obj: Any) -> dict[str, Any]:
     """``dataclasses.asdict(obj)`` without its deep copy of every leaf: a run id hashes ~7 of
     these per run, and asdict made a paper-scale plan's ids cost seconds."""
-    return {f.name: _plain(getattr(obj, f.name)) for f in dataclass_fields(type(obj))}
+    return {
+        f.name: v if type(v := getattr(obj, f.name)) in _ATOM_TYPES else _plain(v)
+        for f in dataclass_fields(type(obj))
+    }
 
 
 def copy_value(value: Any) -> Any:
     """A deep copy of a config or any value in it (``copy.deepcopy`` costs ~20x more for the
     flat dataclasses of a config, and a paper-scale plan copies thousands)."""
-    if type(value) in _ATOM_TYPES:
+    kind = type(value)
+    if kind in _ATOM_TYPES:
         return value
-    if isinstance(value, list | tuple):
-        return type(value)(v if type(v) in _ATOM_TYPES else copy_value(v) for v in value)
-    if isinstance(value, dict):
+    if kind is dict:  # (a dict subclass is deep-copied below)
         return {k: v if type(v) in _ATOM_TYPES else copy_value(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        new = copy.copy(value)
-        for f in dataclass_fields(type(value)):
-            item = getattr(value, f.name)
-            if not isinstance(item, _ATOMS):
-                object.__setattr__(new, f.name, copy_value(item))
+    if isinstance(value, list | tuple):
+        return kind(v if type(v) in _ATOM_TYPES else copy_value(v) for v in value)
+    names = _dataclass_names(kind)
+    if names is not None:
+        new = _shallow_copy(value)
+        for name in names:
+            item = getattr(value, name)
+            if type(item) not in _ATOM_TYPES:
+                object.__setattr__(new, name, copy_value(item))
         return new
     return copy.deepcopy(value)
+
+
+@functools.cache
+def _dataclass_names(cls: type) -> tuple[str, ...] | None:
+    """The field names of dataclass ``cls``; None when it is no dataclass."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    return tuple(f.name for f in fields(cls))
+
+
+def _shallow_copy(obj: Any) -> Any:
+    """``copy.copy(obj)``; for a plain instance (attributes in its ``__dict__``, no copy hooks)
+    without copy's generic reduce protocol, which was half the cost of copying a config."""
+    if not _plain_instances(type(obj)):
+        return copy.copy(obj)
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
+@functools.cache
+def _plain_instances(cls: type) -> bool:
+    """Whether ``copy.copy`` of a ``cls`` instance is a new instance with the same ``__dict__``."""
+    hooks = ("__copy__", "__setstate__", "__reduce__", "__getnewargs__", "__getnewargs_ex__")
+    return (
+        not hasattr(cls, "__slots__")
+        and cls.__reduce_ex__ is object.__reduce_ex__
+        and cls.__reduce__ is object.__reduce__
+        and not any(hasattr(cls, h) for h in hooks if h != "__reduce__")
+    )
 
 
 @functools.cache
@@ -322,23 +357,57 @@ def canonical_dict(cfg: RunConfig) -> dict[str, Any]:
         if name in NON_IDENTITY_SECTIONS:
             continue
         section = getattr(cfg, name)
+        skip = NON_IDENTITY_KEYS.get(name, frozenset())
         if name == "budget":
             # Budget fields a method does not use (e.g. T0 for GMP) are not part of its identity.
             used = get_method(cfg.method.name).budget_fields
-            full = {k: v for k, v in fields_dict(section).items() if k in used}
+            items = [(k, getattr(section, k)) for k in _field_names(section) if k in used]
             defaults = _defaults(cls)
         elif name == "method":
             # Likewise the [method] keys it ignores (the goal sparsity of CS, STR and DST).
-            ignored = get_method(cfg.method.name).ignored_fields()
-            full = {k: v for k, v in _method_to_dict(section).items() if k not in ignored}
+            skip = skip | get_method(cfg.method.name).ignored_fields()
+            items = _method_items(section)
             defaults = _method_defaults(_params_class(section))
         else:
-            full, defaults = fields_dict(section), _defaults(cls)
-        full = {k: v for k, v in full.items() if k not in NON_IDENTITY_KEYS.get(name, ())}
-        diff = {k: v for k, v in full.items() if defaults.get(k, _MISSING) != v}
+            items = [(k, getattr(section, k)) for k in _field_names(section)]
+            defaults = _defaults(cls)
+        diff = _changed(items, defaults, skip)
         if diff:
             out[name] = diff
     return out
+
+
+def _field_names(obj: Any) -> tuple[str, ...]:
+    """The field names of dataclass instance ``obj``, in order."""
+    names = _dataclass_names(type(obj))
+    if names is None:
+        raise TypeError(f"{type(obj).__qualname__} is not a dataclass")
+    return names
+
+
+def _changed(
+    items: list[tuple[str, Any]], defaults: dict[str, Any], skip: frozenset[str]
+) -> dict[str, Any]:
+    """The plain values of ``items`` that differ from ``defaults``, but those named in ``skip``
+    (the leaves are made plain only where they are not atoms: most fields of a run are)."""
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if key in skip:
+            continue
+        if type(value) not in _ATOM_TYPES:
+            value = _plain(value)
+        if defaults.get(key, _MISSING) != value:
+            out[key] = value
+    return out
+
+
+def _method_items(method: MethodConfig) -> list[tuple[str, Any]]:
+    """The [method] keys and values, hyperparameters flattened in (as :func:`_method_to_dict`)."""
+    items = {k: getattr(method, k) for k in METHOD_COMMON_KEYS}
+    if method.params is not None:
+        params = method.params
+        items.update((k, getattr(params, k)) for k in _field_names(params))
+    return list(items.items())
 
 
 _MISSING = object()

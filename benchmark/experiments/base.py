@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 import pandas as pd
 
 from benchmark.config.parse import config_from_dict
-from benchmark.config.run import RunConfig, copy_value
+from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.training.validation import validate
 
@@ -138,12 +138,15 @@ class Problem:
 def make_config(base: Mapping[str, Any], values: Mapping[str, Any]) -> RunConfig:
     """A copy of ``base`` with dotted ``values`` (``"method.sparsity": 0.9``, ``"seed": 1``)
     set; parsed and validated."""
-    data = copy_value(dict(base))
+    # Only the tables on the way to a value are copied: config_from_dict copies the rest.
+    data = dict(base)
     for key, value in values.items():
         *sections, name = key.split(".")
         node = data
         for section in sections:
-            node = node.setdefault(section, {})
+            child = dict(node.get(section, {}))
+            node[section] = child
+            node = child
         node[name] = value
     cfg = config_from_dict(data)
     validate(cfg)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from benchmark.config.run import RunConfig
 from benchmark.store.calibration import calibration_path, read_calibrations
 from benchmark.store.results import FINISHED, Store
-from benchmark.training.passes import parent_of, run_passes
+from benchmark.training.passes import Parents, run_passes
 
 # Published training-set sizes (before the harness's validation split): CIFAR-10/100 50,000
 # each; ImageNet-1k 1,281,167; CityScapes fine 2,975; digits: the 80% training part of
@@ -270,11 +270,14 @@ def estimate(
     throughputs: Throughputs,
     device: str | None,
     array: int = 1,
+    known: Parents | None = None,
 ) -> Estimate:
     """The cost of each group of runs (run id, config) and of their dense parents (one line),
     on ``device``. A run in several groups counts in the first only; every dense parent once.
-    ``array`` > 1: runs that can share an array are priced at a calibrated array rate.
+    ``array`` > 1: runs that can share an array are priced at a calibrated array rate;
+    ``known``: the runs' parents where the caller keeps them.
     """
+    known = Parents() if known is None else known
     seen: set[str] = set()
     parents: dict[str, RunConfig] = {}
     sources: dict[Workload, str] = {}
@@ -285,9 +288,9 @@ def estimate(
             if run_id not in seen:
                 seen.add(run_id)
                 mine.append((run_id, cfg))
-            parent = parent_of(cfg)
+            parent = known.of(run_id, cfg)
             if parent is not None:
-                parents.setdefault(parent.run_id, parent)
+                parents.setdefault(*parent)
         lines.append(_line(label, mine, finished, throughputs, device, sources, array))
     dense = [(pid, p) for pid, p in parents.items() if pid not in seen]
     if dense:

@@ -71,7 +71,10 @@ def _cosine_shape(cfg: ScheduleConfig, it: np.ndarray, span: OriginalSpan) -> np
 def _require_finite(field: str, value: object, *, positive: bool) -> None:
     """Raise a ConfigError unless ``value`` is a finite real number (> 0 or >= 0)."""
     # TOML can hand us strings or booleans; those must surface as ConfigError, not TypeError.
-    is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    # type() first: the ABC check costs ~1 us, and a paper-scale plan checks ~50,000 numbers.
+    is_number = type(value) in (float, int) or (
+        isinstance(value, numbers.Real) and not isinstance(value, bool)
+    )
     bad = not is_number or not math.isfinite(value) or (value <= 0 if positive else value < 0)
     if bad:
         raise ConfigError(field, value, "a finite number " + ("> 0" if positive else ">= 0"))

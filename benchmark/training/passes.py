@@ -21,3 +21,20 @@ def run_passes(cfg: RunConfig) -> int:
 def parent_of(cfg: RunConfig) -> RunConfig | None:
     """The dense parent ``cfg`` starts from, or None."""
     return get_method(cfg.method.name)(cfg).parent_config()
+
+
+class Parents:
+    """The dense parent of each run (run id and config), computed once per run id: a
+    paper-scale plan has thousands of runs and a handful of parents, and the cost and disk
+    lines of one dry run both ask for every run's parent."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, tuple[str, RunConfig] | None] = {}
+
+    def of(self, run_id: str, cfg: RunConfig) -> tuple[str, RunConfig] | None:
+        """(run id, config) of the dense parent run ``run_id`` (config ``cfg``) starts from,
+        or None."""
+        if run_id not in self._of:
+            parent = parent_of(cfg)
+            self._of[run_id] = None if parent is None else (parent.run_id, parent)
+        return self._of[run_id]

@@ -6,12 +6,14 @@ import hashlib
 import json
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmark.cli import main
-from benchmark.config.parse import config_from_dict, config_to_toml
+from benchmark.config.parse import config_from_dict, config_to_toml, dataclass_from_dict
 from benchmark.config.run import IDENTITY_VERSION, RunConfig, canonical_dict, run_id, run_identity
 from benchmark.core.errors import ConfigError
 from benchmark.training.validation import load_config
@@ -348,3 +350,32 @@ def test_schedule_warmup_is_checked_against_the_epochs_it_spans() -> None:
     with pytest.raises(ConfigError) as info:
         load_config(None, ["method.name=dense", "budget.epochs=4", "schedule.warmup_epochs=5"])
     assert info.value.field.startswith("schedule.")
+
+
+def test_a_parsed_config_shares_nothing_with_its_dict() -> None:
+    data = {
+        "schedule": {"name": "stepped", "milestones": [1.0, 2.0], "values": [0.1, 0.01]},
+        "method": {"name": "bimp", "exclude": ["fc"]},
+    }
+    cfg = config_from_dict(data)
+    data["schedule"]["milestones"].append(3.0)
+    data["method"]["exclude"].clear()
+    data["schedule"]["name"] = "linear"
+    assert cfg.schedule.milestones == [1.0, 2.0] and cfg.schedule.name == "stepped"
+    assert cfg.method.exclude == ["fc"]
+
+
+@dataclass
+class PluginParams:
+    """Hyperparameters an outside method may declare: tables, anything."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    extra: Any = None
+
+
+def test_a_value_of_an_unchecked_annotation_is_copied() -> None:
+    data = {"weights": {"a": 1.0}, "extra": {"nested": [1, 2]}}
+    params = dataclass_from_dict(PluginParams, data, "method")
+    data["weights"]["a"] = 2.0
+    data["extra"]["nested"].append(3)
+    assert params.weights == {"a": 1.0} and params.extra == {"nested": [1, 2]}

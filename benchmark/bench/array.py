@@ -45,7 +45,6 @@ from benchmark.bench.throughput import (
 from benchmark.data.base import DATASETS
 from benchmark.training.array.check import check_array
 from benchmark.training.array.fit import array_epoch
-from benchmark.training.array.optim import HYPER
 from benchmark.training.array.stack import LAYOUTS
 from benchmark.training.array.step import ArrayStep
 from benchmark.training.device import configure_kernels, resolve_device, sync
@@ -172,7 +171,7 @@ def array_core(args: argparse.Namespace, model: str, k: int, layout: str, graph:
     x, y = args.batches[0]
     xs, ys = x.expand(k, *x.shape).contiguous(), y.expand(k, *y.shape).contiguous()
     sgd, stacked = array.sgd, array.stacked
-    coefficients = [sgd.coefficient(sgd.table(key)) for key in HYPER]
+    tables = sgd.tables()
     bf16 = cfg.optim.bf16
 
     def step() -> None:
@@ -183,7 +182,7 @@ def array_core(args: argparse.Namespace, model: str, k: int, layout: str, graph:
             total = losses.view(k, -1).mean(1).sum()
         stacked.zero_grad()
         total.backward()
-        sgd.update(*coefficients)
+        sgd.update_from(tables)
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "grad and param do not obey")

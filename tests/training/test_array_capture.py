@@ -4,6 +4,7 @@ CPU drives the capture path (static inputs, tables, losses) without a GPU."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,41 @@ def test_a_capture_that_fails_steps_eagerly_with_a_warning(tmp_path: Path) -> No
     assert "capturing the array's step failed" in array.trainers[1].runner.plan.why_eager
 
 
-def test_a_run_that_ends_leaves_the_others_stepping_eagerly(tmp_path: Path) -> None:
-    _, array = train(tmp_path, RerunBackend(), epochs=1)
-    assert array.graph is not None
-    array.retire(1)
-    assert array.graph is None and array.live == {0}
+def test_after_a_run_ends_the_others_go_on_replaying_what_they_would_train_eagerly(
+    tmp_path: Path,
+) -> None:
+    def go_on(root: Path, backend: GraphBackend | None) -> tuple[dict, dict, ArrayStep]:
+        _, array = train(root, backend, epochs=1)
+        ended = {k: v.clone() for k, v in array.trainers[1].model.state_dict().items()}
+        array.retire(1)
+        rng = [RngState.capture(array.trainers[0].device)]
+        array_epoch(array.trainers[:1], 1, rng)  # run 0 alone in the array of two
+        return array.trainers[0].model.state_dict(), ended, array
+
+    torch.use_deterministic_algorithms(True)
+    try:
+        eager, _, _ = go_on(tmp_path / "eager", None)
+        replayed, ended, array = go_on(tmp_path / "captured", RerunBackend())
+    finally:
+        torch.use_deterministic_algorithms(False)
+    before = array.trainers[0].runner.stats.replays
+    assert array.graph is not None and array.live == {0} and before > 0
+    for name, value in eager.items():
+        assert torch.equal(value, replayed[name]), name
+    # The ended run's parameters did not move while the other went on.
+    params = dict(array.trainers[1].model.named_parameters())
+    for name, value in params.items():
+        assert torch.equal(value, ended[name]), name
+
+
+def test_capture_time_is_left_out_of_every_runs_timed_training(tmp_path: Path) -> None:
+    class Slow:
+        def capture(self, fn):  # noqa: ANN001, ANN202 - the GraphBackend protocol
+            time.sleep(3.0)
+            return fn
+
+    _, array = train(tmp_path, Slow(), epochs=1)
+    for trainer in array.trainers:
+        throughput = trainer.state.throughput
+        assert throughput.compile_seconds >= 3.0
+        assert throughput.seconds < 2.5, throughput  # the 3 s of capture are not training

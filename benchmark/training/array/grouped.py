@@ -9,7 +9,8 @@ unchanged. Unlike vmap, nothing is transposed between layers.
 
 Only modules whose forward is known to act on channels alone may sit between the layers, so the
 wide model is built for the architectures listed in :data:`KNOWN_MODULES` and refuses others
-with the module that it does not know.
+with the module that it does not know. Types are matched exactly: a subclass may have a forward
+of its own (a BatchNorm that syncs statistics across processes, a block that mixes channels).
 """
 
 from __future__ import annotations
@@ -47,14 +48,15 @@ KNOWN_MODULES = (
 def grouped_unsupported(model: nn.Module) -> str:
     """Why ``model`` cannot run in the grouped layout ("" when it can)."""
     for name, module in model.named_modules():
-        if isinstance(module, nn.Conv2d):
+        kind = type(module)
+        if kind is nn.Conv2d:
             if module.padding_mode != "zeros":
                 return f"convolution {name} pads with {module.padding_mode!r}"
-        elif isinstance(module, nn.BatchNorm2d):
+        elif kind is nn.BatchNorm2d:
             if module.momentum is None:
                 return f"BatchNorm {name} keeps a cumulative average (momentum None)"
-        elif not isinstance(module, (nn.Linear, PadShortcut, *KNOWN_MODULES)):
-            return f"module {name or 'model'} ({type(module).__name__}) is not known to the layout"
+        elif kind not in (nn.Linear, PadShortcut, *KNOWN_MODULES):
+            return f"module {name or 'model'} ({kind.__name__}) is not known to the layout"
     return ""
 
 
@@ -97,14 +99,15 @@ def _replace(root: nn.Module, name: str, module: nn.Module) -> None:
 def _widen(module: nn.Module, name: str, stacked: StackedModels) -> nn.Module | None:
     """The wide replacement of one layer (None: the module runs as it is)."""
     prefix = f"{name}." if name else ""
-    if isinstance(module, nn.Conv2d):
-        return _Conv(module, prefix, stacked)
-    if isinstance(module, nn.BatchNorm2d):
-        return _BatchNorm(module, prefix, stacked)
-    if isinstance(module, nn.Linear):
+    kind = type(module)  # exactly, as grouped_unsupported checked
+    if kind is nn.Conv2d:
+        return _Conv(module, prefix, stacked)  # type: ignore[arg-type]
+    if kind is nn.BatchNorm2d:
+        return _BatchNorm(module, prefix, stacked)  # type: ignore[arg-type]
+    if kind is nn.Linear:
         return _Linear(prefix, stacked)
-    if isinstance(module, PadShortcut):
-        return _PadShortcut(module, stacked.k)
+    if kind is PadShortcut:
+        return _PadShortcut(module, stacked.k)  # type: ignore[arg-type]
     return None
 
 
@@ -175,7 +178,7 @@ class _Linear(_Stacked):
         per_run = x.reshape(x.shape[0], k, -1)  # [N, K, in]
         out = torch.einsum("nki,koi->nko", per_run, weight)
         if bias is not None:
-            out = out + bias
+            out = out + bias.to(out.dtype)  # bf16 logits under autocast, as F.linear gives
         return out.reshape(x.shape[0], -1)
 
 

@@ -87,17 +87,28 @@ class ArraySGD:
         """Stop updating run ``k`` (it ended: diverged or failed) without touching the others."""
         self.frozen.add(k)
 
-    def table(self, key: str) -> Tensor:
-        """Hyperparameter ``key`` of every run and group, ``[K, G]`` float32 on the device."""
+    def tables(self) -> Tensor:
+        """Every run's and group's hyperparameters, ``[len(HYPER), K, G]`` float32 on the
+        device, in one copy that does not wait for the device (pinned memory on CUDA: a copy
+        from pageable memory would wait for all the work queued before it)."""
         rows = []
-        for k, opt in enumerate(self.optimizers):
-            row = []
-            for group in opt.param_groups[: self.groups]:
-                value = group.get(key, 0.0)
-                value = float(value.item() if isinstance(value, Tensor) else value)
-                row.append(0.0 if k in self.frozen and key != "nesterov" else value)
-            rows.append(row)
-        return torch.tensor(rows, dtype=torch.float32).to(self.stacked.flat.device)
+        for key in HYPER:
+            table = []
+            for k, opt in enumerate(self.optimizers):
+                row = []
+                for group in opt.param_groups[: self.groups]:
+                    value = group.get(key, 0.0)
+                    value = float(value.item() if isinstance(value, Tensor) else value)
+                    row.append(0.0 if k in self.frozen and key != "nesterov" else value)
+                table.append(row)
+            rows.append(table)
+        host = torch.tensor(rows, dtype=torch.float32)
+        device = self.stacked.flat.device
+        if device.type == "cuda":
+            # A fresh pinned tensor each step: the host allocator keeps its block until the
+            # copy has run, so the next step never overwrites values still being copied.
+            return host.pin_memory().to(device, non_blocking=True)
+        return host.to(device)
 
     def coefficient(self, table: Tensor) -> Tensor:
         """A ``[K, G]`` table broadcast to the ``[K, D]`` parameters (``[K, 1]`` with one group)."""
@@ -107,7 +118,11 @@ class ArraySGD:
 
     def step(self) -> None:
         """One SGD step of every run from the gradients in ``stacked.grad``."""
-        self.update(*(self.coefficient(self.table(key)) for key in HYPER))
+        self.update_from(self.tables())
+
+    def update_from(self, tables: Tensor) -> None:
+        """The SGD update with the hyperparameters ``tables`` (as :meth:`tables` gives)."""
+        self.update(*(self.coefficient(table) for table in tables))
 
     @torch.no_grad()
     def update(self, lr: Tensor, wd: Tensor, mom: Tensor, nesterov: Tensor) -> None:

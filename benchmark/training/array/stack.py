@@ -92,13 +92,7 @@ class StackedModels:
             self.buffers[n] = torch.stack([getattr(mod, leaf) for mod, leaf in owned])
         self.relink()
         self._vmapping = False
-        if layout == "vmap":
-            # Under vmap, CUDA's BatchNorm refuses bf16 activations with fp32 running statistics
-            # ("Expected running_mean to have type BFloat16", measured on an H200) although it
-            # takes them unbatched: in the array's forward its input is cast to their dtype.
-            for module in self.template.modules():
-                if isinstance(module, nn.modules.batchnorm._BatchNorm):
-                    module.register_forward_pre_hook(self._batchnorm_input)
+        self._batchnorm_dtype: torch.dtype | None = None
         # The grouped layout's wide model reads the leaves and buffers above by name.
         self.wide = GroupedModel(self) if layout == "grouped" else None
 
@@ -156,11 +150,23 @@ class StackedModels:
         if self.wide is not None:
             return self.wide.forward_array(x)
         if self.layout == "vmap":
+            # Under vmap, CUDA's BatchNorm refuses bf16 activations with fp32 running statistics
+            # ("Expected running_mean to have type BFloat16", measured on an H200) although it
+            # takes them unbatched: during the array's forward (only) its input is cast to their
+            # dtype and its output back. Hooks live as long as the forward, so the run's own
+            # model keeps no reference to the array.
+            handles = []
+            for module in self.template.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    handles.append(module.register_forward_pre_hook(self._batchnorm_input))
+                    handles.append(module.register_forward_hook(self._batchnorm_output))
             self._vmapping = True
             try:
                 return vmap(self._one)(params, self.buffers, x)
             finally:
                 self._vmapping = False
+                for handle in handles:
+                    handle.remove()
         outs = [
             self._one(
                 {n: p[k] for n, p in params.items()},
@@ -173,9 +179,15 @@ class StackedModels:
 
     def _batchnorm_input(self, module: nn.Module, args: tuple[Tensor, ...]) -> Any:
         stats = getattr(module, "running_mean", None)
+        self._batchnorm_dtype = None
         if self._vmapping and stats is not None and args[0].dtype != stats.dtype:
+            self._batchnorm_dtype = args[0].dtype
             return (args[0].to(stats.dtype), *args[1:])
         return None
+
+    def _batchnorm_output(self, module: nn.Module, args: Any, out: Tensor) -> Any:
+        dtype, self._batchnorm_dtype = self._batchnorm_dtype, None
+        return None if dtype is None else out.to(dtype)
 
     def _one(self, params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor) -> Tensor:
         return functional_call(self.template, (params, buffers), (x,))

@@ -11,8 +11,8 @@ per-step hook (its hard mask) and its own loss sum.
 On CUDA (when the runs alone would be captured) the forward, losses, backward and SGD update
 are captured once into a CUDA graph and replayed: the K batches, the K targets and the [K]
 hyperparameter tables are copied into the graph's static tensors before every replay, and the
-per-run hooks stay eager after it. The first iterations of the array, an epoch's shorter last
-batch and any iteration after a run of the array ended step eagerly, with the same code.
+per-run hooks stay eager after it. The first iterations of the array and an epoch's shorter
+last batch step eagerly, with the same code.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from benchmark.training.array.optim import HYPER, ArraySGD
+from benchmark.training.array.optim import ArraySGD
 from benchmark.training.array.stack import StackedModels
 from benchmark.training.fast_step import (
     EAGER_WARMUP_ITERS,
@@ -85,9 +85,12 @@ class MemberRunner:
         """Nothing to drop: the array's graph reads only tensors that outlive epochs."""
 
     def run(self, x: Tensor, y: Tensor, step: int) -> float:
-        """Hand in iteration ``step``'s batch; the array steps once every live run has."""
+        """Hand in iteration ``step``'s batch; the array steps once every live run has. Returns
+        the seconds the array spent capturing since this run's last call (each run's loop
+        leaves them out of its timed training, as a run alone does its own capture's)."""
         self.array.deposit(self.index, x, y, step)
-        return 0.0
+        spent, self.array.unclaimed[self.index] = self.array.unclaimed[self.index], 0.0
+        return spent
 
 
 class ArrayStep:
@@ -103,7 +106,7 @@ class ArrayStep:
         self.trainers = trainers
         self.k = len(trainers)
         for trainer in trainers:
-            # Learning rates as Python floats (read into the [K] tables, no device sync).
+            # Learning rates as Python floats (read into the [K] tables on the host).
             trainer.device_lrs = None
             for group in trainer.optimizer.param_groups:
                 lr = group["lr"]
@@ -120,6 +123,7 @@ class ArrayStep:
         self.backend = backend
         self.graph: _Graph | None = None
         self.eager_steps = 0
+        self.unclaimed = [0.0] * self.k  # capture seconds each run's loop has not been told of
         self.first_shapes: tuple[torch.Size, torch.Size] | None = None  # the graph's shapes
         self.live = set(range(self.k))
         self.pending: dict[int, tuple[Tensor, Tensor, int]] = {}
@@ -143,7 +147,9 @@ class ArrayStep:
         self.live.discard(k)
         self.sgd.freeze(k)
         self.pending.pop(k, None)
-        self.graph = None  # the graph steps all K: the others step eagerly from now on
+        # The graph keeps stepping all K: an ended run's batch is zeros and its rows have zero
+        # learning rate, weight decay and momentum; its loss is not in the others' gradients
+        # (each run's parameters, channels and loss are its own).
         if self.live and set(self.pending) == self.live:
             self._step()
 
@@ -207,27 +213,26 @@ class ArrayStep:
     def _replayed(self, batches: dict[int, tuple[Tensor, Tensor, int]]) -> dict[int, Tensor] | None:
         """The iteration replayed from the captured graph (captured first if need be), or None
         when it must step eagerly."""
-        if self.backend is None or len(batches) < self.k or self.eager_steps < EAGER_WARMUP_ITERS:
+        if self.backend is None or self.eager_steps < EAGER_WARMUP_ITERS:
             return None
-        x0, y0, _ = batches[0]
+        x0, y0, _ = next(iter(batches.values()))
+        xs = [batches[k][0] if k in batches else torch.zeros_like(x0) for k in range(self.k)]
+        ys = [batches[k][1] if k in batches else torch.zeros_like(y0) for k in range(self.k)]
         if self.graph is None:
             if (x0.shape, y0.shape) != self.first_shapes:
                 return None  # never capture an epoch's shorter last batch
-            xs = torch.stack([batches[k][0] for k in range(self.k)])
-            ys = torch.stack([batches[k][1] for k in range(self.k)])
-            self.graph = self._capture(xs, ys)
+            self.graph = self._capture(torch.stack(xs), torch.stack(ys))
             if self.graph is None:
                 return None
         graph = self.graph
         if not graph.fits(x0, y0):
             return None  # an epoch's shorter last batch
         # Straight into the graph's static inputs: no stacked copy in between.
-        torch.stack([batches[k][0] for k in range(self.k)], out=graph.xs)
-        torch.stack([batches[k][1] for k in range(self.k)], out=graph.ys)
-        for static, key in zip(graph.coefficients, HYPER, strict=True):
-            static.copy_(self.sgd.coefficient(self.sgd.table(key)))
+        torch.stack(xs, out=graph.xs)
+        torch.stack(ys, out=graph.ys)
+        graph.tables.copy_(self.sgd.tables())
         graph.replay()
-        return {k: graph.losses[k] for k in range(self.k)}
+        return {k: graph.losses[k] for k in batches}
 
     def _capture(self, xs: Tensor, ys: Tensor) -> _Graph | None:
         """The array's step captured on static copies of ``xs``, ``ys`` (None: it failed and
@@ -237,7 +242,7 @@ class ArrayStep:
         graph = _Graph(
             xs.clone(),
             ys.clone(),
-            [sgd.coefficient(sgd.table(key)).clone() for key in HYPER],
+            sgd.tables(),
             torch.zeros(self.k, device=xs.device),
         )
 
@@ -252,7 +257,7 @@ class ArrayStep:
                 )
             stacked.zero_grad()
             losses.sum().backward()
-            sgd.update(*graph.coefficients)
+            sgd.update_from(graph.tables)
             graph.losses.copy_(losses.detach())
 
         _sync(self.device)
@@ -272,8 +277,9 @@ class ArrayStep:
         finally:
             _sync(self.device)
             spent = time.perf_counter() - start
-            for trainer in trainers:
+            for k, trainer in enumerate(trainers):
                 trainer.runner.stats.capture_seconds += spent
+                self.unclaimed[k] += spent
         for trainer in trainers:
             trainer.runner.stats.captures += 1
         return graph
@@ -282,8 +288,8 @@ class ArrayStep:
 class _Graph:
     """A captured array step and the static tensors it reads and writes."""
 
-    def __init__(self, xs: Tensor, ys: Tensor, coefficients: list[Tensor], losses: Tensor) -> None:
-        self.xs, self.ys, self.coefficients, self.losses = xs, ys, coefficients, losses
+    def __init__(self, xs: Tensor, ys: Tensor, tables: Tensor, losses: Tensor) -> None:
+        self.xs, self.ys, self.tables, self.losses = xs, ys, tables, losses
         self.replay: Callable[[], None] = lambda: None
 
     def fits(self, x: Tensor, y: Tensor) -> bool:

@@ -113,20 +113,31 @@ def test_a_diverging_run_ends_alone_and_the_others_finish(tmp_path: Path) -> Non
 
 def test_a_grid_forms_arrays_of_compatible_runs_and_packs_the_rest(tmp_path: Path) -> None:
     runs = four_runs(tmp_path)
-    dpf = tiny_config(tmp_path, "method.name=dpf", "budget.epochs=3")
+    soft = tiny_config(tmp_path, "method.name=str", "budget.epochs=3")
     longer = tiny_config(tmp_path, "method.name=dense", "budget.epochs=4")
-    arrays, rest, why = form_arrays([*runs, dpf, longer], size=3)
-    assert [[c.run_id for c in a] for a in arrays] == [[c.run_id for c in runs[:3]]]
-    assert [c.run_id for c in rest] == [dpf.run_id, runs[3].run_id, longer.run_id]
-    assert "per-iteration hook" in why[dpf.run_id]
+    # DPF's hook between backward and step runs per run: two DPF runs share an array of
+    # their own, not one with the BIMP and GMP runs.
+    dpfs = [
+        tiny_config(tmp_path, "method.name=dpf", "budget.epochs=3", f"seed={s}") for s in (0, 1)
+    ]
+    arrays, rest, why = form_arrays([*runs, soft, longer, *dpfs], size=3)
+    assert [[c.run_id for c in a] for a in arrays] == [
+        [c.run_id for c in runs[:3]],
+        [c.run_id for c in dpfs],
+    ]
+    assert [c.run_id for c in rest] == [soft.run_id, runs[3].run_id, longer.run_id]
+    assert "per-iteration hook" in why[soft.run_id]
     assert "no other run" in why[longer.run_id]
 
 
 def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
     tmp_path: Path,
 ) -> None:
-    dpf = tiny_config(tmp_path, "method.name=dpf", "budget.epochs=3")
+    soft = tiny_config(tmp_path, "method.name=str", "budget.epochs=3")
     with pytest.raises(ConfigError, match="array"):
+        execute_array([four_runs(tmp_path)[0], soft])
+    dpf = tiny_config(tmp_path, "method.name=dpf", "budget.epochs=3")
+    with pytest.raises(ConfigError, match="the same method when it has a before_step hook"):
         execute_array([four_runs(tmp_path)[0], dpf])
     with pytest.raises(ConfigError, match="array-layout"):
         execute_array(four_runs(tmp_path)[:2], layout="grouped-by-hand")

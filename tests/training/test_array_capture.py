@@ -11,10 +11,12 @@ import pytest
 import torch
 from helpers import tiny_config
 
-from benchmark.training.array.fit import array_epoch
+from benchmark.training.array.check import compare
+from benchmark.training.array.fit import array_epoch, execute_array
 from benchmark.training.array.step import ArrayStep
 from benchmark.training.fast_step import FastPathWarning, GraphBackend, RerunBackend
 from benchmark.training.packing import RngState
+from benchmark.training.runner import execute
 from benchmark.training.trainer import Trainer
 
 
@@ -101,3 +103,33 @@ def test_capture_time_is_left_out_of_every_runs_timed_training(tmp_path: Path) -
         throughput = trainer.state.throughput
         assert throughput.compile_seconds >= 3.0
         assert throughput.seconds < 2.5, throughput  # the 3 s of capture are not training
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["gsm", "lc", "dpf", "dnw"])
+def test_a_method_with_a_hook_before_the_step_trains_in_an_array_as_alone(
+    tmp_path: Path, method: str
+) -> None:
+    # Its hook reads and changes each run's own gradients between the array's backward and
+    # its SGD step; the runs differ in seed and learning rate.
+    def two(store: Path, *extra: str) -> list:
+        return [
+            tiny_config(store, f"method.name={method}", "budget.epochs=3", *extra),
+            tiny_config(
+                store,
+                f"method.name={method}",
+                "budget.epochs=3",
+                "seed=1",
+                "schedule.lr=0.05",
+                *extra,
+            ),  # fmt: skip
+        ]
+
+    stores = (tmp_path / "alone", tmp_path / "rounded", tmp_path / "array")
+    alone = [execute(cfg) for cfg in two(stores[0])]
+    rounded = [execute(cfg) for cfg in two(stores[1], "runtime.threads=2")]
+    array = execute_array(two(stores[2]), layout="loop")
+    comparison = compare(stores, alone, rounded, array)
+    assert comparison.holds(), comparison.text()
+    for record in array:
+        assert isinstance(record, dict) and record["metrics"]["array"]["size"] == 2

@@ -2,8 +2,10 @@
 
 Runs share an array when their iterations can go in lockstep with one model: the same model and
 data set (batch size, epoch fraction), the same number of epochs in all, the same precision and
-process-wide runtime settings, a method without per-iteration hooks of its own (dense, IMP with
-any retraining schedule, BIMP, Renda, GMP) and no gradient clipping. They may differ in seed,
+process-wide runtime settings, a method whose per-iteration hooks can run per run (dense, IMP
+with any retraining schedule, BIMP, Renda, GMP; and GSM, LC, DPF, DNW, whose hook between
+backward and step runs on each run's own gradients, in arrays of their own method, stepped
+eagerly) and no gradient clipping. They may differ in seed,
 learning rate and schedule, weight decay, momentum, goal sparsity, criterion and prune epochs:
 each run's own epoch loop, schedule and pruning hooks run on its own slice of the array.
 """
@@ -18,7 +20,7 @@ from typing import Any
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.training.array.stack import LAYOUTS, default_layout
-from benchmark.training.array.step import ArrayStep, method_fuses, model_fuses
+from benchmark.training.array.step import ArrayStep, hooks_between, method_fuses, model_fuses
 from benchmark.training.packing import (
     PackedRun,
     RngState,
@@ -47,8 +49,12 @@ def why_not_fused(cfg: RunConfig) -> str:
 
 def array_key(cfg: RunConfig) -> tuple[Any, ...]:
     """What the runs of one array must agree on (see the module docstring)."""
-    epochs = get_method(cfg.method.name)(cfg).total_epochs() + cfg.finetune.epochs
-    return (cfg.model.name, repr(cfg.data), epochs, cfg.optim.bf16, pack_key(cfg))
+    cls = get_method(cfg.method.name)
+    epochs = cls(cfg).total_epochs() + cfg.finetune.epochs
+    # A method with a hook between backward and step (GSM, LC, DPF, DNW) groups its optimizer's
+    # parameters its own way and steps its arrays eagerly: its runs share arrays with its own.
+    own = cfg.method.name if hooks_between(cls) else ""
+    return (cfg.model.name, repr(cfg.data), epochs, cfg.optim.bf16, pack_key(cfg), own)
 
 
 def form_arrays(
@@ -117,7 +123,10 @@ def execute_array(
         raise ConfigError("--array", sorted(bad), f"runs that can share an array ({bad})")
     if len({array_key(cfg) for cfg in cfgs}) > 1:
         raise ConfigError(
-            "--array", [c.run_id for c in cfgs], "runs with one model, data set and epochs"
+            "--array",
+            [c.run_id for c in cfgs],
+            "runs with one model, data set and epochs, and the same method when it has a "
+            "before_step hook",
         )
     results: list[dict[str, Any] | BaseException | None] = [None] * len(cfgs)
     with contextlib.ExitStack() as locks:

@@ -109,7 +109,9 @@ class StackedModels:
         return source[k, self._span(i)].view(self.shapes[i])
 
     def relink(self) -> None:
-        """Point every run's parameter at its row again (after something replaced ``.data``)."""
+        """Point every run's parameter at its row again (after something replaced ``.data``),
+        and its gradient at its row of ``grad``: a method's hook between backward and the
+        step (GSM, LC, DPF, DNW) reads and changes the run's gradients in place."""
         for k, params in enumerate(self.members):
             for i, p in enumerate(params):
                 view = self.row(k, i)
@@ -117,6 +119,9 @@ class StackedModels:
                     with torch.no_grad():
                         view.copy_(p.detach())
                     p.data = view
+                grad = self.row(k, i, self.grad)
+                if p.grad is None or p.grad.data_ptr() != grad.data_ptr():
+                    p.grad = grad
         for n, owned in self.owners.items():
             for k, (mod, leaf) in enumerate(owned):
                 view = self.buffers[n][k]
@@ -130,6 +135,8 @@ class StackedModels:
         """Whether every run's parameters and buffers still are views of the stacked ones."""
         params = all(
             p.data_ptr() == self.row(k, i).data_ptr()
+            and p.grad is not None
+            and p.grad.data_ptr() == self.row(k, i, self.grad).data_ptr()
             for k, params in enumerate(self.members)
             for i, p in enumerate(params)
         )

@@ -38,16 +38,23 @@ from benchmark.training.fast_step import (
 from methods.base import Method
 
 # Per-iteration hooks an array cannot run for each run on its own slice (they change the
-# forward, the loss or the gradients of one model); a method overriding one trains packed.
+# forward or the loss of one model); a method overriding one trains packed. The others run per
+# run: ``on_iteration_start`` in its own epoch loop before it hands in its batch,
+# ``before_step`` between the array's backward and its SGD update (on the run's own gradients,
+# views of its row), ``after_step`` after the update.
 UNFUSED_HOOKS = (
     "before_forward",
     "extra_loss",
     "logged_loss_extra",
-    "before_step",
-    "on_iteration_start",
     "make_reparam",
     "batched_weights",
 )
+
+
+def hooks_between(cls: type[Method]) -> bool:
+    """Whether method ``cls`` runs a hook between backward and the optimizer step (its runs'
+    arrays step eagerly: the hook is per run, outside one captured graph)."""
+    return cls.before_step is not Method.before_step
 
 
 def method_fuses(cls: type[Method]) -> str:
@@ -74,7 +81,11 @@ class MemberRunner:
         self.array = array
         self.index = index
         # ``alone``: the run's plan had it trained alone; the array captures when it would have.
-        why = "trained in an array, whose step is not captured" if alone.capture else ""
+        why = ""
+        if alone.capture:
+            why = "trained in an array, whose step is not captured"
+            if array.hooked:
+                why = "trained in an array whose methods' before_step hooks run eagerly per run"
         captured = array.backend is not None
         self.plan = StepPlan(
             capture=captured, channels_last=alone.channels_last, why_eager="" if captured else why
@@ -118,9 +129,10 @@ class ArrayStep:
             self.stacked = StackedModels([t.model for t in trainers], layout)
         self.sgd = ArraySGD(self.stacked, [t.optimizer for t in trainers])
         self.device = trainers[0].device
+        self.hooked = any(hooks_between(type(t.method)) for t in trainers)
         if backend is None and trainers[0].runner.plan.capture and self.device.type == "cuda":
             backend = CudaGraphBackend(self.device)
-        self.backend = backend
+        self.backend = None if self.hooked else backend
         self.graph: _Graph | None = None
         self.eager_steps = 0
         self.unclaimed = [0.0] * self.k  # capture seconds each run's loop has not been told of
@@ -206,6 +218,10 @@ class ArrayStep:
             total = torch.stack(list(losses.values())).sum()
         self.stacked.zero_grad()
         total.backward()
+        for k, (_, _, step) in batches.items():
+            trainer = self.trainers[k]
+            if trainer.in_method:
+                trainer.method.before_step(step)  # on its own gradients (views of its row)
         self.sgd.step()
         self.eager_steps += 1
         return {k: loss.detach() for k, loss in losses.items()}

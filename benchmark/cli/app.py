@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.cli.fast_parser import Parser
 from benchmark.cli.summary import format_summary
 from benchmark.core.errors import ConfigError, DatasetError
 
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmark.cli import schedules as schedule_cli
     from benchmark.cli import storage as storage_cli
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="prunebench", description="Budgeted benchmark of neural-network pruning methods."
     )
     sub = parser.add_subparsers(dest="command", required=True)

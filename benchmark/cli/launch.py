@@ -209,9 +209,9 @@ def add_runs_per_gpu(p: argparse.ArgumentParser) -> None:
         default=1,
         metavar="K",
         help="train up to K compatible runs of each job as one array model (same model, data "
-        "set, epochs, precision; SGD; classification; dense, IMP, BIMP, Renda, GMP); the others "
-        "are packed "
-        "(--runs-per-gpu), with one line saying why. benchmark.bench.array measures it",
+        "set, epochs, precision; SGD; classification; dense, IMP, BIMP, Renda, GMP, and GSM, LC, "
+        "DPF, DNW in arrays of their own method); the others are packed (--runs-per-gpu), with "
+        "one line saying why. benchmark.bench.array measures it",
     )
 
 

@@ -281,24 +281,41 @@ def estimate(
     seen: set[str] = set()
     parents: dict[str, RunConfig] = {}
     sources: dict[Workload, str] = {}
-    lines = []
+    mine: dict[str, list[tuple[str, RunConfig]]] = {}
     for label, pairs in groups.items():
-        mine = []
+        mine[label] = []
         for run_id, cfg in pairs:
             if run_id not in seen:
                 seen.add(run_id)
-                mine.append((run_id, cfg))
+                mine[label].append((run_id, cfg))
             parent = known.of(run_id, cfg)
             if parent is not None:
                 parents.setdefault(*parent)
-        lines.append(_line(label, mine, finished, throughputs, device, sources, array))
     dense = [(pid, p) for pid, p in parents.items() if pid not in seen]
+    everything = [pair for pairs in mine.values() for pair in pairs] + dense
+    sizes = array_sizes([cfg for _, cfg in everything], array) if array > 1 else {}
+    lines = [
+        _line(label, pairs, finished, throughputs, device, sources, sizes)
+        for label, pairs in mine.items()
+    ]
     if dense:
-        lines.append(_line(DENSE_PARENTS, dense, finished, throughputs, device, sources, array))
+        lines.append(_line(DENSE_PARENTS, dense, finished, throughputs, device, sources, sizes))
     total = CostLine("total")
     for line in lines:
         total.add(line)
     return Estimate(lines, total, device, sources)
+
+
+def array_sizes(cfgs: Sequence[RunConfig], size: int) -> dict[str, int]:
+    """The size of the array each run of ``cfgs`` trains in with ``--array size`` (by run id;
+    runs left to pack are absent), as benchmark.training.array.fit.form_arrays forms arrays
+    from the whole plan: a group of 3 compatible runs is an array of 3, priced at a calibrated
+    array of at most 3 runs, not at the largest one. (A job forms arrays from its own runs, so
+    where a job splits a group its arrays come out smaller than these.)"""
+    from benchmark.training.array.fit import form_arrays
+
+    arrays, _rest, _why = form_arrays(list(cfgs), size)
+    return {cfg.run_id: len(chunk) for chunk in arrays for cfg in chunk}
 
 
 def _line(
@@ -308,7 +325,7 @@ def _line(
     throughputs: Throughputs,
     device: str | None,
     sources: dict[Workload, str],
-    array: int = 1,
+    sizes: Mapping[str, int],
 ) -> CostLine:
     line = CostLine(label, runs=len(pairs))
     for run_id, cfg in pairs:
@@ -318,14 +335,17 @@ def _line(
         line.missing += missing
         line.missing_passes += passes * missing
         w = workload(cfg)
-        k = array if array > 1 and _fuses(cfg) else 1
+        k = sizes.get(run_id, 1)
         found = throughputs.lookup(w, device, cfg.method.name, k) if device else None
         if found is None:
             line.unknown.add(w)
             if not _add_memory_estimate(line, cfg):
                 line.no_peak.add(w)
             continue
-        sources.setdefault(w, found.source)
+        # Every distinct source of a workload's rates (single runs and arrays of some size).
+        known_sources = sources.get(w, "")
+        if found.source not in known_sources.split("; "):
+            sources[w] = f"{known_sources}; {found.source}" if known_sources else found.source
         if found.peak_memory_bytes:
             line.peak_bytes = max(line.peak_bytes or 0, found.peak_memory_bytes)
         else:
@@ -340,13 +360,6 @@ def _line(
         line.all_hours += hours
         line.hours += hours * missing
     return line
-
-
-def _fuses(cfg: RunConfig) -> bool:
-    """Whether ``cfg`` can share an array with other runs (benchmark.training.array)."""
-    from benchmark.training.array.fit import why_not_fused
-
-    return not why_not_fused(cfg)
 
 
 def _add_memory_estimate(line: CostLine, cfg: RunConfig) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,7 @@ def test_calibrate_measures_arrays_and_the_dry_run_prices_runs_that_fit_one_at_i
 
     from benchmark.cli.costs import cost_text
     from benchmark.launch import grid_nodes, prepare
+    from benchmark.launch.estimate import array_sizes
     from benchmark.launch.grid import load_grid
 
     cal = ["calibrate", "--device", "cpu", "--models", "cnn_small", "--steps", "3", "--threads"]
@@ -69,13 +71,17 @@ def test_calibrate_measures_arrays_and_the_dry_run_prices_runs_that_fit_one_at_i
     entries = json.loads((tmp_path / "calibration" / "throughput.json").read_text())["entries"]
     rate = {e.get("array", 1): e["images_per_s"] for e in entries}
     assert sorted(rate) == [1, 2]
-    groups: dict[str, list] = {}
-    for n in grid_nodes(prepare(load_grid(GRID), tmp_path)):
-        groups.setdefault(n.cfg.method.name, []).append((n.run_id, n.cfg))
+    # One line per run: each priced alone, or at the array rate where it forms an array.
+    nodes = grid_nodes(prepare(load_grid(GRID), tmp_path))
+    groups = {n.run_id: [(n.run_id, n.cfg)] for n in nodes}
     _, alone = cost_text(groups, set(), str(tmp_path))
     text, arrayed = cost_text(groups, set(), str(tmp_path), array=4)
-    # Every run of the smoke grid can share an array: all priced at the array's rate.
-    assert arrayed.total.all_hours == pytest.approx(alone.total.all_hours * rate[1] / rate[2])
+    sizes = array_sizes([n.cfg for n in nodes], 4)
+    # The smoke grid forms arrays of 4 and 2 runs and leaves one run to pack (see above).
+    assert sorted(Counter(sizes.values()).items()) == [(2, 2), (4, 4)] and len(nodes) == 7
+    for one, many in zip(alone.lines, arrayed.lines, strict=True):
+        ratio = rate[1] / rate[2] if one.label in sizes else 1.0  # the packed run: its own rate
+        assert many.all_hours == pytest.approx(one.all_hours * ratio), one.label
     assert "arrays of 2 runs" in text
 
 

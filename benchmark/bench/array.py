@@ -41,13 +41,14 @@ from benchmark.bench.throughput import (
     SyntheticSource,
     make_batches,
     mode_config,
+    parse_device,
 )
 from benchmark.data.base import DATASETS
 from benchmark.training.array.check import check_array
 from benchmark.training.array.fit import array_epoch
 from benchmark.training.array.stack import LAYOUTS
 from benchmark.training.array.step import ArrayStep
-from benchmark.training.device import configure_kernels, resolve_device, sync
+from benchmark.training.device import configure_kernels, sync
 from benchmark.training.fast_step import CudaGraphBackend
 from benchmark.training.packing import RngState
 from benchmark.training.trainer import Trainer
@@ -242,10 +243,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--tiny", action="store_true", help="tiny sizes: a smoke test on the CPU")
     args = p.parse_args(argv)
-    try:
-        args.dev = resolve_device(args.device)
-    except RuntimeError:
-        p.error(f"--device = {args.device!r} is invalid; allowed: auto, cpu, cuda, cuda:N")
+    args.dev = parse_device(p, args.device)
     args.parts = args.parts.split(",")
     args.layouts = args.layouts.split(",")
     args.core = args.core.split(",") if args.core else []

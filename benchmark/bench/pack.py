@@ -26,10 +26,16 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from benchmark.bench.throughput import MODEL_DATA, SYNTHETIC, make_batches, mode_config
+from benchmark.bench.throughput import (
+    MODEL_DATA,
+    SYNTHETIC,
+    make_batches,
+    mode_config,
+    parse_device,
+)
 from benchmark.data.base import DATASETS
 from benchmark.models.registry import build_model
-from benchmark.training.device import configure_kernels, resolve_device, sync
+from benchmark.training.device import configure_kernels, sync
 from benchmark.training.fast_step import CudaGraphBackend, DeviceLearningRates
 from benchmark.training.packing import PackedRun, RngState, drive_packed
 from benchmark.training.trainer import Trainer
@@ -148,10 +154,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--mode", default="fast-bf16", help="a mode of benchmark.bench")
     parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (CUDA if present)")
     args = parser.parse_args(argv)
-    try:
-        args.dev = resolve_device(args.device)
-    except RuntimeError:
-        parser.error(f"--device = {args.device!r} is invalid; allowed: auto, cpu, cuda, cuda:N")
+    args.dev = parse_device(parser, args.device)
     try:
         ks = [int(k) for k in args.k.split(",")]
     except ValueError:

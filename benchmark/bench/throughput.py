@@ -192,6 +192,14 @@ def harness(cfg: RunConfig, masked_sparsity: float | None = None) -> float:
     return trainer.state.throughput.images_per_s
 
 
+def parse_device(parser: argparse.ArgumentParser, text: str) -> torch.device:
+    """The benchmarks' ``--device`` as a torch device (else a usage error naming the values)."""
+    try:
+        return resolve_device(text)
+    except RuntimeError:
+        parser.error(f"--device = {text!r} is invalid; allowed: auto, cpu, cuda, cuda:N")
+
+
 def mode_config(
     args: argparse.Namespace, mode: str, model: str, method: dict, budget: dict | None = None
 ) -> RunConfig:
@@ -233,10 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    try:
-        device = resolve_device(args.device)
-    except RuntimeError:
-        parser.error(f"--device = {args.device!r} is invalid; allowed: auto, cpu, cuda, cuda:N")
+    device = parse_device(parser, args.device)
     default_modes = "eager,fast,fast-bf16" if device.type == "cuda" else "eager"
     args.modes = (args.modes or default_modes).split(",")
     unknown = [m for m in args.modes if m not in MODES]

@@ -16,7 +16,7 @@ of its own (a BatchNorm that syncs statistics across processes, a block that mix
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -25,8 +25,16 @@ from torch import Tensor, nn
 from benchmark.models.classification import VGG, BasicBlock, CifarResNet, PadShortcut, SmallCNN
 from benchmark.models.layers import AvgPoolTo
 
-if TYPE_CHECKING:
-    from benchmark.training.array.stack import StackedModels
+
+class StackedModels(Protocol):
+    """What the wide model reads of benchmark.training.array.stack.StackedModels (a protocol,
+    so that this module does not import the one that builds it)."""
+
+    k: int
+    template: nn.Module
+    leaves: dict[str, Tensor]
+    buffers: dict[str, Tensor]
+
 
 # Modules whose forward (own code, or their children's) acts on each channel alone or on the
 # flattened features of each sample in channel-major order; the layers below are replaced.

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.core.errors import ConfigError
 from benchmark.models.classification import VGG, BasicBlock, CifarResNet, PadShortcut, SmallCNN
 from benchmark.models.layers import AvgPoolTo
 
@@ -75,7 +76,12 @@ class GroupedModel:
     def __init__(self, stacked: StackedModels) -> None:
         why = grouped_unsupported(stacked.template)
         if why:
-            raise ValueError(f"the grouped array layout cannot run this model: {why}")
+            raise ConfigError(
+                "--array-layout",
+                "grouped",
+                f"vmap or loop for this model (the grouped array "
+                f"layout cannot run this model: {why})",
+            )
         self.stacked = stacked
         self.k = stacked.k
         self.model = copy.deepcopy(stacked.template)

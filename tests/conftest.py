@@ -33,3 +33,18 @@ def tiny_overrides(store: Path) -> list[str]:
         "data.batch_size=128",
         "runtime.threads=1",
     ]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With PRUNEBENCH_FAILURE_LOG set, append each failure's test and the last lines of its
+    message to that file as it happens (the device scripts keep it: a run stopped at its time
+    limit prints no tracebacks, and these lines survive it)."""
+    path = os.environ.get("PRUNEBENCH_FAILURE_LOG")
+    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # under xdist the controller sees every worker's reports: it writes them once
+    lines = report.longreprtext.splitlines()
+    errors = [line for line in lines if line.startswith("E ")][:12]
+    where = [line for line in lines if line.endswith(("Error", "Exception")) or ".py:" in line]
+    text = "\n".join([f"FAILED {report.nodeid} ({report.when})", *where[-3:], *errors, ""])
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(text + "\n")

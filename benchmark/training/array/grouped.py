@@ -94,6 +94,14 @@ class GroupedModel:
             module._parameters.clear()
             module._buffers.clear()
 
+    def set_weight_format(self, channels_last: bool) -> None:
+        """Hand every convolution its weight channels_last (as its channels_last input is), or
+        as stored: which is faster depends on the convolution kernels (measured, not assumed:
+        benchmark.bench.array_kernels)."""
+        for module in self.model.modules():
+            if isinstance(module, _Conv):
+                module.channels_last = channels_last
+
     def forward_array(self, x: Tensor) -> Tensor:
         """The K models' outputs ``[K, N, ...]`` of their inputs ``x`` (``[K, N, C, H, W]``)."""
         self.model.train(self.stacked.template.training)
@@ -150,11 +158,14 @@ class _Conv(_Stacked):
             "dilation": conv.dilation,
             "groups": conv.groups * stacked.k,
         }
+        self.channels_last = False
 
     def forward(self, x: Tensor) -> Tensor:
         weight, bias = self.param("weight"), self.param("bias")
         assert weight is not None
         weight = weight.reshape(-1, *weight.shape[2:])
+        if self.channels_last:
+            weight = weight.contiguous(memory_format=torch.channels_last)
         return F.conv2d(x, weight, None if bias is None else bias.reshape(-1), **self.options)
 
 

@@ -21,6 +21,7 @@ was trained here (a pretrained model's training length is unknown, so ALLR-d1 al
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import torch
 from torch import nn
 
 from benchmark.core.errors import ConfigError, check
+from methods._llm_memory import LMMemory, estimate_offload, grad_checkpointing, lm_memory
 from methods._lora import ADAPTERS, merge, wrap
 from methods.base import Method, MethodInfo, dense_parent
 
@@ -120,6 +122,13 @@ def validate_oneshot(cfg: RunConfig) -> None:
     check(p.retrain_lr > 0, "method.retrain_lr", p.retrain_lr, "a number > 0")
     check(p.parent_epochs >= 0, "method.parent_epochs", p.parent_epochs, "an integer >= 0")
     check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
+    check(
+        cfg.model.dtype != "float16" or p.retrain == "none",
+        "model.dtype",
+        cfg.model.dtype,
+        "'bfloat16' or 'float32' with method.retrain = "
+        f"{p.retrain!r} (float16 training needs loss scaling, which retraining does not do)",
+    )
     nm = nm_of(p.pattern)
     if nm is None:
         return
@@ -155,6 +164,11 @@ def perp_trainable(model: nn.Module) -> list[nn.Parameter]:
     return list(chosen.values())
 
 
+def _distance(before: torch.Tensor, after: torch.Tensor) -> tuple[float, float]:
+    """``(||before - after||^2, ||before||^2)`` of one weight, as Python floats."""
+    return float((before - after).pow(2).sum()), float(before.pow(2).sum())
+
+
 def linear_lrs(peak: float, n: int, warmup: int) -> np.ndarray:
     """Linear warm-up over ``warmup`` steps to ``peak``, then linear decay to 0 at step ``n``
     (``get_linear_schedule_with_warmup``)."""
@@ -187,6 +201,10 @@ class OneShotLM(Method):
     )
     # Whether the criterion reads calibration inputs, and their Hessian (SparseGPT) too.
     calibrates: ClassVar[bool] = True
+    # Keep masks as bool (a byte per weight; read by the trainer, default: the weight's dtype),
+    # and a model.dtype of bfloat16/float16 allowed (read by validation).
+    mask_dtype: ClassVar[torch.dtype | None] = torch.bool
+    half_precision: ClassVar[bool] = True
     hessian: ClassVar[bool] = False
     info: ClassVar[MethodInfo]
 
@@ -196,37 +214,43 @@ class OneShotLM(Method):
         self.adapters = nn.ModuleDict()
         # Each prunable weight's sparsity (by id): round(s N) over P split exactly over layers.
         self.layer_sparsity: dict[int, float] = {}
+        # Each prunable weight's (||W - W_p||^2, ||W||^2) by id, for ALLR's d1.
+        self.distances: dict[int, tuple[float, float]] = {}
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
         validate_oneshot(cfg)
 
     @classmethod
-    def memory_estimate(cls, cfg: RunConfig) -> int | None:
-        """fp32 bytes: the weights, plus the larger of the one-shot pass (two copies of the
-        calibration hidden states and one layer's Hessians in float64) and retraining (full:
-        gradients and AdamW's two moments of every weight; PERP: the weights only). Training
-        activations are not counted."""
+    def memory(cls, cfg: RunConfig) -> LMMemory | None:
+        """The terms of the run's device memory (:mod:`methods._llm_memory`); None when the
+        model's sizes are unknown without its files."""
         from benchmark.models.causal_lm import lm_shape
 
         shape = lm_shape(cfg.model.name, cfg.model.pretrained)
-        if shape is None:
+        return None if shape is None else lm_memory(cfg, shape, cls.calibrates, cls.hessian)
+
+    @classmethod
+    def memory_estimate(cls, cfg: RunConfig) -> int | None:
+        """The run's peak device memory in bytes, estimated (:mod:`methods._llm_memory`):
+        offloaded where ``runtime.offload`` would offload it on an 80 GB GPU."""
+        memory = cls.memory(cfg)
+        if memory is None:
             return None
-        params, h, ffn, _ = shape
-        weights = 4 * params
-        hidden = 2 * cfg.method.params.calibration_samples * cfg.data.max_length * h * 4
-        hessians = 8 * (6 * h * h + ffn * ffn) if cls.hessian else 8 * (6 * h + ffn)
-        one_shot = hidden + hessians if cfg.method.sparsity > 0 and cls.calibrates else 0
-        retrain = 3 * weights if cfg.method.params.retrain == "full" else 0
-        return int(weights + max(one_shot, retrain))
+        return memory.peak(estimate_offload(cfg, memory))
 
     def total_epochs(self) -> int:
         return 0 if self.params.retrain == "none" else self.cfg.budget.epochs
 
     def parent_config(self) -> RunConfig | None:
+        """The dense parent trained here first: in float32 whatever this run's ``model.dtype``
+        (a half-precision run prunes the same parent as a float32 one)."""
         if self.params.parent_epochs == 0:
             return None
-        return dense_parent(self.cfg, self.params.parent_epochs)
+        from benchmark.config.parse import replace_section
+
+        parent = dense_parent(self.cfg, self.params.parent_epochs)
+        return replace_section(parent, model=dataclasses.replace(parent.model, dtype="float32"))
 
     def schedule_lrs(self, iters_per_epoch: int) -> np.ndarray:
         n = self.total_epochs() * iters_per_epoch
@@ -270,40 +294,71 @@ class OneShotLM(Method):
             ctx.model,
             ids,
             {id(w) for w in ctx.masks.params},
-            self.prune_linear,
+            self.measured_prune,
             hessian=self.hessian,
             chunk=CALIBRATION_CHUNK,
         )
         return [by_id.get(id(w), torch.ones_like(w, dtype=torch.bool)) for w in ctx.masks.params]
 
+    def measured_prune(
+        self, name: str, linear: nn.Linear, stats: InputStats | None
+    ) -> torch.Tensor:
+        """:meth:`prune_linear`, keeping ``||W - W_p||^2`` and ``||W||^2`` of the layer for
+        ALLR's d1 (one layer's copy at a time, never the whole model's)."""
+        before = linear.weight.detach().clone()
+        keep = self.prune_linear(name, linear, stats)
+        self.distances[id(linear.weight)] = _distance(before, linear.weight.detach() * keep)
+        return keep
+
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
         super().setup(ctx, parent_state)
-        before = [w.detach().clone() for w in ctx.masks.params]
+        self.distances = {}
         if self.cfg.method.sparsity == 0:  # the dense reference: nothing to calibrate or prune
-            masks = [torch.ones_like(w, dtype=torch.bool) for w in before]
+            masks = [torch.ones_like(w, dtype=torch.bool) for w in ctx.masks.params]
         else:
             masks = self.one_shot_masks(ctx)
+        for w, m in zip(ctx.masks.params, masks, strict=True):
+            if id(w) not in self.distances:  # no weight update: the pruned entries alone
+                self.distances[id(w)] = _distance(w.detach(), w.detach() * m.to(w.device))
         self.hard_prune(masks)
-        self.record_prune(ctx, before)
-        p = self.params
-        if p.retrain == "perp":
-            for param in ctx.model.parameters():
-                param.requires_grad_(False)
-            for param in perp_trainable(ctx.model):
-                param.requires_grad_(True)
-            if p.adapter != "none":
-                named = {n.removesuffix(".weight"): m for n, m in ctx.masks.named_masks().items()}
-                self.adapters = wrap(ctx.model, named, p.adapter, p.rank, p.alpha)
+        self.record_prune(ctx)
+        if self.params.retrain != "none":
+            self.prepare_retraining(ctx)
 
-    def record_prune(self, ctx: TrainContext, before: list[torch.Tensor]) -> None:
+    def prepare_retraining(self, ctx: TrainContext) -> None:
+        """The whole model on the device, the trained parameters (in float32 under a half
+        ``model.dtype``: mixed precision), gradient checkpointing and PERP's adapters."""
+        from benchmark.pruning.offload import placement_of
+
+        model, p = ctx.model, self.params
+        placement = placement_of(model)
+        if placement is not None and placement.offload:
+            placement.end_offload(model)
+        half = self.cfg.model.dtype != "float32"
+        if p.retrain == "full" and half:
+            model.float()
+        if p.retrain == "perp":
+            for param in model.parameters():
+                param.requires_grad_(False)
+            for param in perp_trainable(model):
+                param.requires_grad_(True)
+                if half:
+                    param.data = param.data.float()
+        if grad_checkpointing(self.cfg, cuda=ctx.device.type == "cuda"):
+            model.gradient_checkpointing_enable(  # type: ignore[operator]
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        if p.retrain == "perp" and p.adapter != "none":
+            named = {n.removesuffix(".weight"): m for n, m in ctx.masks.named_masks().items()}
+            self.adapters = wrap(model, named, p.adapter, p.rank, p.alpha, torch.float32)
+
+    def record_prune(self, ctx: TrainContext) -> None:
         """Record the test metrics right after pruning and ALLR's d1 (and its lr scale)."""
         from benchmark.schedules.retraining import allr_d1, allr_scale
 
-        after = ctx.masks.params
-        distance = math.sqrt(
-            sum(float((b - a.detach()).pow(2).sum()) for b, a in zip(before, after, strict=True))
-        )
-        norm = math.sqrt(sum(float(b.pow(2).sum()) for b in before))
+        pairs = [self.distances[id(w)] for w in ctx.masks.params]
+        distance = math.sqrt(sum(d for d, _ in pairs))
+        norm = math.sqrt(sum(n for _, n in pairs))
         d1 = allr_d1(distance, norm, ctx.masks.sparsity())
         p = self.params
         d2 = None
@@ -323,10 +378,13 @@ class OneShotLM(Method):
         return [{"params": [*trainable, *self.adapters.parameters()]}]
 
     def finalize(self) -> None:
-        """Merge the adapters back (exactly the pruned mask) and re-apply the masks."""
+        """Merge the adapters back (exactly the pruned mask), return a mixed-precision model to
+        ``model.dtype`` (the result is a model in that precision) and re-apply the masks."""
         assert self.ctx is not None
         merged = merge(self.adapters)
         self.adapters = nn.ModuleDict()
+        if self.cfg.model.dtype != "float32":
+            self.ctx.model.to(getattr(torch, self.cfg.model.dtype))
         self.ctx.masks.apply()
         for param in self.ctx.model.parameters():
             param.requires_grad_(True)

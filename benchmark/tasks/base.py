@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from benchmark.core.registry import Registry
@@ -38,6 +39,11 @@ class Task:
     def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
         """Metrics of ``model`` on ``split`` of ``data`` (eval mode, no gradients)."""
         raise NotImplementedError
+
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The precision training runs under autocast in (None: none): bf16 with
+        ``optim.bf16``."""
+        return torch.bfloat16 if self.cfg.optim.bf16 else None
 
     def example_inputs(self, data: DataSource) -> Tensor | Mapping[str, Tensor]:
         """The model inputs the theoretical speedup is counted on (one test batch)."""

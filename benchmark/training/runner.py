@@ -39,6 +39,7 @@ from benchmark.training.distributed import (
     spawn,
     world_size,
 )
+from benchmark.training.lm_checks import check_lm_files
 from benchmark.training.process_checks import (
     check_batchnorm_processes,
     check_gpus,
@@ -165,9 +166,12 @@ def check_runtime(cfg: RunConfig) -> None:
 def check_weights(cfg: RunConfig) -> None:
     """Refuse, before anything is written, named pretrained weights (``model.pretrained``)
     this machine lacks, for a run that loads them: one without a dense parent (a child starts
-    from its parent's weights, and its parent's own run checks them)."""
-    if cfg.model.pretrained and get_method(cfg.method.name)(cfg).parent_config() is None:
+    from its parent's weights, and its parent's own run checks them); and a language model's
+    folder, tokenizer or vocabulary that do not fit (:func:`check_lm_files`)."""
+    loads = get_method(cfg.method.name)(cfg).parent_config() is None
+    if cfg.model.pretrained and loads:
         require_available(cfg.model.pretrained)
+    check_lm_files(cfg, loads_model=loads)
 
 
 def execute(

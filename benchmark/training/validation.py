@@ -54,7 +54,7 @@ def validate(cfg: RunConfig) -> None:
     validate_model_data(cfg.model.name, cfg.data.name)
     validate_model_init(cfg.model.init)
     validate_pretrained(cfg.model.pretrained)
-    validate_lm(cfg.model.name, cfg.model.pretrained, cfg.data.max_length)
+    validate_lm(cfg.model.name, cfg.model.pretrained, cfg.data.max_length, cfg.data.tokenizer)
     validate_model_determinism(cfg.model.name, cfg.runtime.device, cfg.runtime.deterministic)
     bn = cfg.model.batchnorm_processes
     check(
@@ -122,7 +122,32 @@ def validate(cfg: RunConfig) -> None:
     )
     validate_latency(cfg)
     method_cls = get_method(m.name)
+    validate_dtype(cfg, getattr(method_cls, "half_precision", False))
     method_cls.validate(cfg)
     # The original schedule spans the epochs it is defined over for this method (the dense
     # parent's for IMP, T0 for BIMP), not necessarily the run's own budget.
     validate_schedule(cfg.schedule, method_cls(cfg).original_epochs())
+
+
+def validate_dtype(cfg: RunConfig, method_allows_half: bool) -> None:
+    """``model.dtype`` other than float32: a language model, a method that runs one in half
+    precision, and no float16 beside ``optim.bf16``."""
+    from benchmark.models.causal_lm import LM_MODELS
+
+    dtype = cfg.model.dtype
+    if dtype == "float32":
+        return
+    check(
+        cfg.model.name in LM_MODELS and method_allows_half,
+        "model.dtype",
+        dtype,
+        "'float32' unless a language model (model.name in "
+        f"{', '.join(LM_MODELS)}) is pruned by a one-shot method (wanda, sparsegpt, "
+        "oneshot_magnitude); other runs train in float32 (bf16 autocast: optim.bf16)",
+    )
+    check(
+        dtype != "float16" or not cfg.optim.bf16,
+        "model.dtype",
+        dtype,
+        "'bfloat16' or 'float32' with optim.bf16 = true (bf16 autocast of a float16 model)",
+    )

@@ -37,21 +37,54 @@ def test_retraining_spec_plans_every_variant_under_both_schedules(tmp_path) -> N
     assert spec.published_numbers() is None  # PERP's cells were not available as text
 
 
-def test_dry_run_memory_estimates_of_a_7b_model(tmp_path) -> None:
+def _with(cfg, **sections):
+    """``cfg`` with fields of its sections replaced: ``model={"dtype": "float32"}``."""
+    changed = {k: dataclasses.replace(getattr(cfg, k), **v) for k, v in sections.items()}
+    return replace_section(cfg, **changed)
+
+
+def test_memory_estimates_count_half_precision_offload_and_activations(tmp_path) -> None:
     from methods import get_method
 
     runs = get_experiment("llm-oneshot-wikitext2").runs("paper", tmp_path)
-    seven = {r.row: r.cfg for r in runs if r.section == "Llama-2-7B" and r.budget == "2:4"}
-    gib = {row: get_method(c.method.name).memory_estimate(c) / 2**30 for row, c in seven.items()}
-    # fp32 weights of 6.74B parameters; calibration adds 128 x 4096 x 4096 hidden states twice.
-    assert gib["Dense"] == pytest.approx(6.74e9 * 4 / 2**30)
-    assert gib["Magnitude"] == gib["Dense"]  # no calibration
-    assert gib["Dense"] + 16 < gib["Wanda"] < gib["SparseGPT"] < 80
-    full = dataclasses.replace(seven["Magnitude"].method.params, retrain="full")
-    cfg = replace_section(
-        seven["Magnitude"], method=dataclasses.replace(seven["Magnitude"].method, params=full)
-    )
-    assert get_method("oneshot_magnitude").memory_estimate(cfg) == 4 * 4 * 6.74e9
+    cells = {(r.section, r.row): r.cfg for r in runs if r.budget == "2:4" and r.cfg.seed == 0}
+    sparsegpt = get_method("sparsegpt")
+    seven = cells[("Llama-2-7B", "SparseGPT")]
+    # The references load the models in float16: 2 bytes per weight, a byte per keep mask.
+    assert seven.model.dtype == "float16"
+    memory = sparsegpt.memory(seven)
+    assert memory.weights == int(6.74e9 * 2) and memory.masks < 6.74e9
+    gib = {row: get_method(cells[("Llama-2-7B", row)].method.name).memory_estimate(
+        cells[("Llama-2-7B", row)]) / 2**30 for row in ("Dense", "Wanda", "SparseGPT")}  # fmt: skip
+    assert gib["Dense"] < gib["Wanda"] < gib["SparseGPT"] < 80  # 7B is pruned whole
+    in_fp32 = sparsegpt.memory_estimate(_with(seven, model={"dtype": "float32"}))
+    assert in_fp32 > 1.5 * sparsegpt.memory_estimate(seven)
+    # 70B fits no GPU whole; offloaded, one layer and the calibration working set do.
+    seventy = cells[("Llama-2-70B", "SparseGPT")]
+    whole, offloaded = sparsegpt.memory(seventy).peak(False), sparsegpt.memory(seventy).peak(True)
+    assert whole > 180 * 2**30 and offloaded < 40 * 2**30
+    assert sparsegpt.memory_estimate(seventy) == offloaded  # "auto" offloads it
+    assert sparsegpt.memory_estimate(_with(seventy, runtime={"offload": "off"})) == whole
+
+
+def test_retraining_memory_counts_activations(tmp_path) -> None:
+    from methods import get_method
+
+    runs = get_experiment("llm-retraining-perp").runs("paper", tmp_path)
+    perp = next(r.cfg for r in runs if r.section == "OPT-13B" and r.row == "PERP + MaskLoRA")
+    method = get_method(perp.method.name)
+    assert perp.model.dtype == "bfloat16"
+    # Without gradient checkpointing every layer's activations (and adapted weights) are kept:
+    # 40 layers x 2 x 2048 tokens x (10 h + 4 ffn) values.
+    on = method.memory(_with(perp, runtime={"grad_checkpointing": "on"}))
+    off = method.memory(_with(perp, runtime={"grad_checkpointing": "off"}))
+    assert off.retraining - on.retraining > 40 * 2 * 2048 * (10 * 5120 + 4 * 20480) * 2 * 0.9
+    assert method.memory_estimate(perp) < 80 * 10**9  # PERP on OPT-13B fits one 80 GB GPU
+    fp32 = _with(perp, model={"dtype": "float32"}, runtime={"grad_checkpointing": "off"})
+    assert method.memory_estimate(fp32) > 100 * 2**30  # the hand count: ~105 GB in fp32
+    full = next(r.cfg for r in runs if r.section == "OPT-13B" and r.row == "Full")
+    # Full retraining: float32 weights, gradients and AdamW's moments of every weight.
+    assert method.memory_estimate(full) > 16 * 12.85e9
 
 
 def test_paper_scale_dry_run_prints_runs_memory_and_what_measures_the_hours(tmp_path, capsys):

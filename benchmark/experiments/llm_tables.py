@@ -86,13 +86,20 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
         published: Mapping[tuple[str, str, float, str], float] | None = None,
         source: str = "",
         smoke_reference: str = "",
+        column_name: str = "pattern",
+        reference_rows: tuple[str, ...] = (),
     ) -> None:
         """``smoke_reference``: the paper-scale section whose published values the first
-        smoke section is set against (as the other smoke tables are set against the paper)."""
+        smoke section is set against (as the other smoke tables are set against the paper);
+        ``column_name``: what a goal's sub-columns are (their headers say "pattern 2:4");
+        ``reference_rows``: rows shown for reference, neither ranked nor compared (the dense
+        model)."""
         super().__init__(id, description, smoke, paper)
         self.published = dict(published or {})
         self.source = source
         self.smoke_reference = smoke_reference
+        self.column_name = column_name
+        self.reference_rows = reference_rows
 
     def published_numbers(self) -> pd.DataFrame | None:
         """``published`` in the long format of the paper's tables (metric ``ppl``)."""
@@ -138,5 +145,10 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
             for g in grids
         )
         return TableLayout(
-            blocks=blocks, budgets=budgets, metrics=("ppl", "sparsity"), highlight_metric="ppl"
+            blocks=blocks,
+            budgets=budgets,
+            metrics=("ppl", "sparsity"),
+            highlight_metric="ppl",
+            budget_name=self.column_name,
+            reference_rows=self.reference_rows,
         )

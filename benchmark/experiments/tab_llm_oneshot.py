@@ -67,4 +67,5 @@ SPEC = LMTable(
     published=PUBLISHED,
     source="locuslab/wanda README.md, 'WikiText perplexity with LLaMA-2'",
     smoke_reference="Llama-2-7B",
+    reference_rows=("Dense",),
 )

@@ -53,4 +53,5 @@ SPEC = LMTable(
     paper=tuple(
         LMGrid(p, p.name, ROWS, columns((50, 60, 70)), PAPER_SETTINGS) for p in OPT.values()
     ),
+    column_name="schedule",
 )

@@ -29,6 +29,8 @@ METRICS: dict[str, tuple[str, float]] = {
     "speedup": ("speedup", 1.0),
     "sparsity": ("sparsity", 100.0),
     "img_per_s": ("images_per_s", 1.0),
+    # Language models: training windows/s times their tokens (recorded by the run).
+    "tok_per_s": ("tokens_per_s", 1.0),
     "iou": ("test.miou", 100.0),
     "bleu": ("test.bleu", 1.0),
     "ppl": ("test.neg_ppl", -1.0),
@@ -52,6 +54,9 @@ def join_store(plan: pd.DataFrame, store: pd.DataFrame) -> pd.DataFrame:
     for column in STORE_COLUMNS[1:]:
         if column not in joined.columns:
             joined[column] = np.nan
+        elif column != "status" and joined[column].dtype == object:
+            # A metric no run recorded (None: e.g. tokens/s of one-shot runs) is NaN.
+            joined[column] = pd.to_numeric(joined[column], errors="coerce")
     joined["done"] = joined["status"].eq("finished")
     return joined
 

@@ -118,6 +118,7 @@ PROCESS_METRICS = (
     "peak_memory_bytes",  # the allocator's high-water mark: it moves with autotuning choices
     "peak_host_memory_bytes",
     "setup_seconds",
+    "tokens_per_s",
     "offloaded",  # runtime.offload = "auto" decides from the device's free memory
 )
 

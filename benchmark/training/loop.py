@@ -216,5 +216,5 @@ class EpochLoop:
         )
         if own_peak:
             metrics["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(self.device))
-        metrics.update(self.run_extras())
+        metrics.update(self.run_extras(metrics))
         return metrics

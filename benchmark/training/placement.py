@@ -47,10 +47,12 @@ def place_model(
     return placement
 
 
-def lm_metrics(setup_seconds: float, placement: Placement | None, windows: int) -> dict[str, Any]:
+def lm_metrics(
+    setup_seconds: float, placement: Placement | None, windows: int, tokens_per_s: float
+) -> dict[str, Any]:
     """A language-model run's extra metrics: the seconds before training (loading, the one-shot
     prune and its evaluation), this process's peak host memory, whether the decoder layers
-    were offloaded, and an epoch's training windows (``windows``)."""
+    were offloaded, an epoch's training windows (``windows``) and the training tokens/s."""
     import resource
 
     # ru_maxrss is in KiB on Linux (the platforms the harness runs on).
@@ -60,6 +62,7 @@ def lm_metrics(setup_seconds: float, placement: Placement | None, windows: int) 
         "peak_host_memory_bytes": int(rss),
         "offloaded": bool(placement is not None and placement.offload_used),
         "train_images_per_epoch": windows,
+        "tokens_per_s": tokens_per_s or None,  # None: nothing trained (one-shot)
     }
 
 

@@ -471,12 +471,13 @@ class Trainer(EpochLoop):
             **{k: v for k, v in self.ctx.record.items()},
         }
 
-    def run_extras(self) -> dict[str, Any]:
+    def run_extras(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """A language-model run's extra metrics (:func:`lm_metrics`)."""
         if self.cfg.model.name not in LM_MODELS:
             return {}
         windows = self.ipe * self.data.batch_size
-        return lm_metrics(self.setup_seconds, self.placement, windows)
+        tokens_per_s = metrics.get("images_per_s", 0.0) * self.cfg.data.max_length
+        return lm_metrics(self.setup_seconds, self.placement, windows, tokens_per_s)
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The trained model's state dict on the CPU: copies of device tensors, and of CPU

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from benchmark.config.parse import replace_section
 from benchmark.experiments.registry import get_experiment
 

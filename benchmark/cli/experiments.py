@@ -50,6 +50,7 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--level", type=float, default=0.95, help="confidence level (--stats)")
     _common(table, out_help="write the table to this file instead of stdout", store=None)
     add_slice_args(table)
+    add_model_arg(table)
     table.add_argument(
         "--by",
         default=None,
@@ -110,6 +111,28 @@ def add_parsers(sub: Any) -> None:
     _common(rep, default_scale="smoke", out_help="folder for the table and figures")
     add_slice_args(rep)
     add_estimate_arg(rep)
+    add_model_arg(rep)
+
+
+def add_model_arg(p: argparse.ArgumentParser) -> None:
+    """``--model NAME=FOLDER`` (repeatable): a language-model spec on your own checkpoint."""
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=FOLDER",
+        help="with --scale paper, a language-model spec: load model NAME (as a section names it, "
+        "e.g. Llama-2-7B, or its Hub repo) and its tokenizer from the save_pretrained FOLDER "
+        "(runs under that model's run ids; repeatable)",
+    )
+
+
+def experiment_of(args: argparse.Namespace, scale: str) -> Any:
+    """The spec ``args.id`` at ``scale``, on the local models of ``--model`` when given."""
+    from benchmark.experiments import get_experiment
+    from benchmark.experiments.own_models import with_models
+
+    return with_models(get_experiment(args.id), getattr(args, "model", None) or [], scale)
 
 
 def _rules(p: argparse.ArgumentParser) -> None:
@@ -203,10 +226,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     rules = _table_rules(args)
     within = slice_of(args)
     scale = _scale(args.id, args.scale, args.store)
-    from benchmark.experiments import get_experiment
     from benchmark.reporting.tables import rebuild
 
-    experiment = get_experiment(args.id)
+    experiment = experiment_of(args, scale)
     if args.stats:
         from benchmark.reporting.seedstats import check_level, check_method
 
@@ -347,10 +369,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.data_root is not None and args.scale != "paper":
         # Smoke runs read the stand-in files reproduce writes where their problems say.
         raise ConfigError("--data-root", args.data_root, "a folder, with --scale paper only")
-    from benchmark.experiments import get_experiment
     from benchmark.store.results import Store
 
-    experiment = get_experiment(args.id)
+    experiment = experiment_of(args, args.scale)
     # Absolute output dirs: launcher workers may run from another directory.
     root = Path(args.store).resolve()
     chosen = choose(experiment, args.scale, root, within, staged=args.staged, rules=rules)

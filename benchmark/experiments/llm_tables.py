@@ -8,6 +8,7 @@ configuration a cell reports is the one it plans.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,7 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
         self.smoke_reference = smoke_reference
         self.column_name = column_name
         self.reference_rows = reference_rows
+        self.model_notes: list[str] = []
 
     def published_numbers(self) -> pd.DataFrame | None:
         """``published`` in the long format of the paper's tables (metric ``ppl``)."""
@@ -133,6 +135,45 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         return [run for grid in self.grids[scale] for run in grid.planned(store)]
 
+    def hub_models(self) -> dict[str, str]:
+        """The paper scale's models: section name -> ``model.pretrained`` (``hf:<repo>``)."""
+        return {
+            g.problem.name: g.problem.extra.get("model", {}).get("pretrained", "")
+            for g in self.grids["paper"]
+        }
+
+    def with_models(self, folders: Mapping[str, str]) -> LMTable:
+        """This table with the paper scale's models named in ``folders`` (section name ->
+        a local ``save_pretrained`` folder) loaded from those folders, their tokenizers too
+        (``model.pretrained`` and ``data.tokenizer``): other run ids, the same rows, columns
+        and published values; the table notes say which model each section ran."""
+        grids = tuple(
+            dataclasses.replace(g, problem=_local(g.problem, folders[g.problem.name]))
+            if g.problem.name in folders
+            else g
+            for g in self.grids["paper"]
+        )
+        out = LMTable(
+            self.id,
+            self.description,
+            self.grids["smoke"],
+            grids,
+            self.published,
+            self.source,
+            self.smoke_reference,
+            self.column_name,
+            self.reference_rows,
+        )
+        out.model_notes = [
+            f"{name}: the model and tokenizer in {folder} (not {self.hub_models()[name]})"
+            for name, folder in folders.items()
+        ]
+        return out
+
+    def table_notes(self, scale: Scale) -> list[str]:
+        """Which local model a section ran instead of the paper's (see :meth:`with_models`)."""
+        return list(self.model_notes) if scale == "paper" else []
+
     def layout(self, scale: Scale) -> TableLayout:
         grids = self.grids[scale]
         budgets = tuple(dict.fromkeys(c.budget for g in grids for c in g.columns))
@@ -152,3 +193,13 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
             budget_name=self.column_name,
             reference_rows=self.reference_rows,
         )
+
+
+def _local(problem: Problem, folder: str) -> Problem:
+    """``problem`` loading its model and tokenizer from ``folder``."""
+    model = {**problem.extra.get("model", {}), "pretrained": folder}
+    return dataclasses.replace(
+        problem,
+        data={**problem.data, "tokenizer": folder},
+        extra={**problem.extra, "model": model},
+    )

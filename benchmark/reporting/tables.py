@@ -424,6 +424,7 @@ def rebuild(
         rules=rules,
         within=within,
     )
+    table.notes += getattr(experiment, "table_notes", lambda _scale: [])(scale)
     table.skipped = [str(s) for s in frame.attrs.get("skipped", [])]
     if scale == "smoke":
         from benchmark.reporting.titles import what_ran

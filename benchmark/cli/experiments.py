@@ -12,7 +12,14 @@ from benchmark.cli.launch import add_runs_per_gpu
 from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
 from benchmark.cli.output import table_width, warn_smoke_vs_paper
-from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
+from benchmark.cli.plan_flags import (
+    add_model_arg,
+    add_slice_args,
+    choose,
+    experiment_of,
+    print_dry_run,
+    slice_of,
+)
 from benchmark.cli.submission import reading_from, submit_missing
 from benchmark.config.run import DEFAULT_STORE, RunConfig
 from benchmark.core.errors import ConfigError
@@ -112,27 +119,6 @@ def add_parsers(sub: Any) -> None:
     add_slice_args(rep)
     add_estimate_arg(rep)
     add_model_arg(rep)
-
-
-def add_model_arg(p: argparse.ArgumentParser) -> None:
-    """``--model NAME=FOLDER`` (repeatable): a language-model spec on your own checkpoint."""
-    p.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME=FOLDER",
-        help="with --scale paper, a language-model spec: load model NAME (as a section names it, "
-        "e.g. Llama-2-7B, or its Hub repo) and its tokenizer from the save_pretrained FOLDER "
-        "(runs under that model's run ids; repeatable)",
-    )
-
-
-def experiment_of(args: argparse.Namespace, scale: str) -> Any:
-    """The spec ``args.id`` at ``scale``, on the local models of ``--model`` when given."""
-    from benchmark.experiments import get_experiment
-    from benchmark.experiments.own_models import with_models
-
-    return with_models(get_experiment(args.id), getattr(args, "model", None) or [], scale)
 
 
 def _rules(p: argparse.ArgumentParser) -> None:

@@ -30,7 +30,7 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="the runs of staged tuning and its selection (column procedure = staged)",
     )
-    from benchmark.cli.experiments import add_model_arg
+    from benchmark.cli.plan_flags import add_model_arg
 
     add_model_arg(exp)
 
@@ -95,7 +95,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     check_id(args.id)
     scale = _scale(args.id, args.scale, args.store)
-    from benchmark.cli.experiments import experiment_of
+    from benchmark.cli.plan_flags import experiment_of
     from benchmark.reporting.export import export_frame, render
 
     experiment = experiment_of(args, scale)

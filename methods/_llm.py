@@ -205,6 +205,9 @@ class OneShotLM(Method):
     # and a model.dtype of bfloat16/float16 allowed (read by validation).
     mask_dtype: ClassVar[torch.dtype | None] = torch.bool
     half_precision: ClassVar[bool] = True
+    # The prune (loading, calibration, evaluation) is a phase of its own before any training,
+    # priced by cost estimates from finished runs' measured seconds.
+    setup_phase: ClassVar[bool] = True
     hessian: ClassVar[bool] = False
     info: ClassVar[MethodInfo]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from benchmark.config.parse import replace_section
 from benchmark.experiments.registry import get_experiment
 
@@ -85,7 +87,7 @@ def test_retraining_memory_counts_activations(tmp_path) -> None:
     assert method.memory_estimate(full) > 16 * 12.85e9
 
 
-def test_paper_scale_dry_run_prints_runs_memory_and_what_measures_the_hours(tmp_path, capsys):
+def test_paper_scale_dry_run_prints_runs_memory_disk_and_what_measures_the_hours(tmp_path, capsys):
     from benchmark.cli import main
 
     assert main(["reproduce", "llm-oneshot-wikitext2", "--scale", "paper", "--dry-run",
@@ -95,5 +97,56 @@ def test_paper_scale_dry_run_prints_runs_memory_and_what_measures_the_hours(tmp_
     assert "21 runs, 21 missing" in text
     seven = next(line for line in text.splitlines() if "Llama-2-7B / SparseGPT" in line)
     assert seven.split()[-1] == "(est.)" and "GiB" in seven  # GPU memory per run, estimated
-    assert "device-hours unknown: no measured images/s of causal_lm/wikitext2" in text
-    assert "one epoch of a real run (prunebench run with --set budget.epochs=1)" in text
+    unknown = next(line for line in text.splitlines() if "no finished one-shot run of" in line)
+    assert "hf:meta-llama/Llama-2-7b-hf/wikitext2 (fp16)" in unknown  # each model its own
+    # Disk: the models' weights in float16, the pruned ones at their density.
+    disk = next(line for line in text.splitlines() if "[reproduce] disk:" in line)
+    assert "not sized" not in disk and " GB" in disk
+
+
+def _record(cfg, device: str, **metrics) -> dict:
+    from benchmark.config.parse import config_to_dict
+
+    return {
+        "run_id": cfg.run_id,
+        "status": "finished",
+        "method": cfg.method.name,
+        "config": config_to_dict(cfg),
+        "metrics": {"test": {"ppl": 9.0}, "val": {"ppl": 9.0}, **metrics},
+        "environment": {"device": "cuda:0", "device_name": device},
+    }
+
+
+def test_one_shot_runs_are_priced_at_measured_seconds_and_stored_parents_count(tmp_path):
+    from benchmark.cli.costs import cost_text
+    from benchmark.store.results import Store
+
+    spec = get_experiment("llm-oneshot-wikitext2")
+    runs = spec.runs("paper", tmp_path)
+    seven = [r for r in runs if r.section == "Llama-2-7B"]
+    store = Store(tmp_path)
+    groups = {r.row: [(r.cfg.run_id, r.cfg)] for r in seven if r.budget == "2:4"}
+    wanda = groups["Wanda"][0][1]
+    # A finished Wanda run of 7B: 600 s of loading, prune and evaluation (no epochs).
+    store.write(_record(wanda, "H100", setup_seconds=590.0, wall_seconds=10.0))
+    text, est = cost_text(groups, {wanda.run_id}, str(tmp_path))
+    lines = {ln.label: ln for ln in est.lines}
+    assert lines["Wanda"].all_hours == pytest.approx(600 / 3600) and lines["Wanda"].hours == 0
+    # SparseGPT has no run of its own yet: priced at Wanda's seconds, marked "about".
+    assert lines["SparseGPT"].hours == pytest.approx(600 / 3600)
+    assert lines["SparseGPT"].setup_from_other == {"sparsegpt"}
+    assert "~ = about" in text
+
+    smoke = spec.runs("smoke", tmp_path / "smoke")
+    child = next(r.cfg for r in smoke if r.row == "Wanda")
+    from methods import get_method
+
+    parent = get_method(child.method.name)(child).parent_config()
+    assert parent is not None
+    groups = {"Wanda": [(child.run_id, child)]}
+    _, before = cost_text(groups, set(), str(tmp_path / "smoke"))
+    Store(tmp_path / "smoke").write(_record(parent, "H100", images_per_s=10.0, wall_seconds=1.0))
+    _, after = cost_text(groups, set(), str(tmp_path / "smoke"))
+    parents = {ln.label: ln for ln in after.lines}["dense parents"]
+    assert {ln.label: ln for ln in before.lines}["dense parents"].missing == 1
+    assert parents.missing == 0  # a stored dense parent is stored, not missing

@@ -76,6 +76,11 @@ def _wikitext2(cfg: DataConfig) -> list[str]:
     return missing
 
 
+# The data sets' names as their loaders' errors write them.
+TITLES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "imagenet": "ImageNet", "coco": "COCO",
+          "cityscapes": "CityScapes", "wmt16": "WMT16", "wikitext2": "WikiText-2"}  # fmt: skip
+
+
 RULES: dict[str, Callable[[DataConfig], list[str]]] = {
     "cifar10": _cifar,
     "cifar100": _cifar,
@@ -103,7 +108,7 @@ def check_data_files(cfg: DataConfig) -> None:
         more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
         shown = ", ".join(missing[:4]) + more
         raise DatasetError(
-            f"{cfg.name} files under data.root = {cfg.root!r} are missing: {shown} (point "
+            f"{TITLES[cfg.name]} files under data.root = {cfg.root!r} are missing: {shown} (point "
             "data.root, or reproduce --data-root, at the folder that holds them; `prunebench "
             "fake-data` writes small stand-ins)"
         )

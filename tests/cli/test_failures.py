@@ -81,7 +81,7 @@ def test_reproduce_checks_every_run_before_the_first_starts(
     args = ["reproduce", spec, "--scale", "paper", "--store", str(store), "--data-root", str(empty)]
     assert main(args) == 1
     err = _text(capsys.readouterr().err)
-    assert "data error: cifar10 files under data.root" in err
+    assert "data error: CIFAR-10 files under data.root" in err
     assert "cifar-10-batches-py/data_batch_1" in err
     assert "checked before any run started: run dense-" in err and "more of the plan" in err
     assert not submitted and not list(store.glob("*.json"))
@@ -99,7 +99,7 @@ def test_submit_checks_every_run_before_the_first_starts(
     store = tmp_path / "s"
     assert main(["submit", str(grid), "--store", str(store), "--executor", "debug"]) == 1
     err = _text(capsys.readouterr().err)
-    assert "cifar10 files under data.root" in err and "and 3 more of the plan" in err
+    assert "CIFAR-10 files under data.root" in err and "and 3 more of the plan" in err
     assert not list(store.glob("*.json"))
 
 

@@ -442,7 +442,7 @@ def _build_outputs(
             if args.out is None
             else str(Path(args.out) / f"{experiment.id}.{_ext(args.format)}")
         )
-        _emit(_render(table, args.format, args.store), out)
+        _emit(_render(table, args.format, args.store, width=table_width(out)), out)
     elif chosen.staged is not None:
         from benchmark.reporting.staged import closing_note
         from benchmark.store.frame import load_store

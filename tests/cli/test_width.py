@@ -121,3 +121,17 @@ def test_table_paper_keeps_value_paper_and_difference_in_one_column(
     # Unsplit (no limit), the published values stay inline, as before.
     assert main([*args, "--width", "0"]) == 0
     assert "(paper " in "\n".join(_lines(capsys))
+
+
+def test_reproduce_prints_its_table_fitted_too(
+    smoke_store: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # its figure goes to results/figures here
+    args = ["reproduce", "stable-unstable-results", "--store", str(smoke_store), "--paper"]
+    assert main([*args, "--width", "80"]) == 0
+    lines = _lines(capsys)
+    assert max(len(ln) for ln in lines) <= 80
+    assert any(ln.startswith("| ↳ paper |") for ln in lines)

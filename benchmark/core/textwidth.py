@@ -130,11 +130,6 @@ class FittingStream(io.TextIOBase):
         """The wrapped stream's encoding."""
         return getattr(self._stream, "encoding", "utf-8")
 
-    @property
-    def wrapped(self) -> TextIO:
-        """The stream written to."""
-        return self._stream
-
 
 @dataclass(frozen=True)
 class _Layout:

@@ -55,3 +55,4 @@ SPEC = LMTable(
     ),
     column_name="schedule",
 )
+SPEC.unpublished = "PERP's cell values (arXiv 2312.15230) were not reachable as text here"

@@ -8,7 +8,8 @@ runs start from (``Method.parent_config``) is a run of its own, counted once.
 **Device-hours** of a run: passes x training images per pass / images per second / 3600, for one
 device; a run with a setup phase (a language model's loading, one-shot prune and evaluations)
 adds the median of those seconds over finished runs of its workload on the device (its method's
-first, else any method's, marked as such). The images per second are measured, never assumed, and come in this order from
+first, else any method's, marked as such). The images per second are measured, never
+assumed, and come in this order from
 
 1. finished runs in the store of the same model, dataset, precision (fp32/bf16) and device (the
    same method's runs first, since some methods train slower per image than others);
@@ -75,7 +76,7 @@ def workload(cfg: RunConfig) -> Workload:
     return Workload(
         model_label(cfg.model.name, cfg.model.pretrained),
         cfg.data.name,
-        precision_label(cfg.model.dtype, cfg.optim.bf16),
+        precision_label(cfg.model.dtype, cfg.optim.precision()),
     )
 
 
@@ -441,7 +442,10 @@ def _record_workload(config: Mapping) -> Workload:
     return Workload(
         model_label(model.get("name", "?"), model.get("pretrained", "")),
         (config.get("data") or {}).get("name", "?"),
-        precision_label(model.get("dtype", "float32"), bool(optim.get("bf16"))),
+        precision_label(
+            model.get("dtype", "float32"),
+            "bf16" if optim.get("bf16") else "fp16" if optim.get("fp16") else "fp32",
+        ),
     )
 
 

@@ -41,9 +41,11 @@ class Task:
         raise NotImplementedError
 
     def autocast_dtype(self) -> torch.dtype | None:
-        """The precision training runs under autocast in (None: none): bf16 with
-        ``optim.bf16``."""
-        return torch.bfloat16 if self.cfg.optim.bf16 else None
+        """The precision training runs under autocast in (None: none): ``optim.bf16`` /
+        ``optim.fp16``."""
+        from benchmark.core.precision import autocast_dtype
+
+        return autocast_dtype(self.cfg.optim.precision())
 
     def example_inputs(self, data: DataSource) -> Tensor | Mapping[str, Tensor]:
         """The model inputs the theoretical speedup is counted on (one test batch)."""

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.core.precision import half_autocast
 from benchmark.pruning.offload import placement_of
 from benchmark.tasks.base import TASKS, Task
 
@@ -79,19 +80,18 @@ def _logits(model: nn.Module, data: DataSource, split: str) -> Iterator[tuple[Te
 
 @torch.no_grad()
 def evaluate_lm(
-    model: nn.Module, data: DataSource, split: str, *, autocast: torch.dtype | None = None
+    model: nn.Module, data: DataSource, split: str, *, half: torch.dtype | None = None
 ) -> dict[str, float]:
     """Return "loss" (mean NLL per predicted token), "ppl" (exp of it), "neg_ppl" and "top1"
     (next-token accuracy) over ``split``'s non-overlapping windows; under autocast to
-    ``autocast`` when given."""
+    ``half`` when given."""
     from benchmark.measure.metrics import eval_mode, model_device
 
     device = model_device(model)
     nll_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     windows = predicted = 0
-    cast = torch.autocast(device.type, dtype=autocast or torch.bfloat16, enabled=bool(autocast))
-    with eval_mode(model), cast:
+    with eval_mode(model), half_autocast(device, half):
         for ids, logits in _logits(model, data, split):
             nll_sum += window_nll(logits, ids).double().sum()
             correct += logits[:, :-1].argmax(-1).eq(ids[:, 1:]).sum()
@@ -123,7 +123,7 @@ class CausalLM(Task):
 
     def autocast_dtype(self) -> torch.dtype | None:
         """A half ``model.dtype`` (mixed precision: float32 trained parameters), else as
-        every task (``optim.bf16``)."""
+        every task (``optim.bf16`` / ``optim.fp16``)."""
         return HALF.get(self.cfg.model.dtype) or super().autocast_dtype()
 
     def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
@@ -133,7 +133,7 @@ class CausalLM(Task):
         cast = self.autocast_dtype()
         if self.cfg.model.dtype != "float32" and not mixed_precision(model):
             cast = None
-        return evaluate_lm(model, data, split, autocast=cast)
+        return evaluate_lm(model, data, split, half=cast)
 
     def speedup(self, model: nn.Module, data: DataSource) -> dict[str, float]:
         """The theoretical speedup on a test batch (an offloaded model: run layer by layer)."""

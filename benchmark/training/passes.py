@@ -27,9 +27,10 @@ def model_label(name: str, pretrained: str) -> str:
     return pretrained if name in FOLDER_MODELS and pretrained else name
 
 
-def precision_label(dtype: str, bf16: bool) -> str:
-    """fp32, bf16 (``optim.bf16`` autocast or ``model.dtype``) or fp16 (``model.dtype``)."""
-    return {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, "bf16" if bf16 else "fp32")
+def precision_label(dtype: str, training: str) -> str:
+    """A run's precision: a half ``model.dtype`` (bf16, fp16), else its training precision
+    ``training`` (``optim.precision()``: fp32, or bf16/fp16 autocast)."""
+    return {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, training)
 
 
 def has_setup_phase(cfg: RunConfig) -> bool:

@@ -81,6 +81,7 @@ def validate(cfg: RunConfig) -> None:
     check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")
     check(0 <= o.label_smoothing < 1, "optim.label_smoothing", o.label_smoothing, "[0, 1)")
     check(o.grad_clip >= 0, "optim.grad_clip", o.grad_clip, "a number >= 0 (0 disables clipping)")
+    check(not (o.bf16 and o.fp16), "optim.fp16", o.fp16, "false with optim.bf16 = true (one half)")
     check(cfg.schedule.lr > 0, "schedule.lr", cfg.schedule.lr, "a number > 0")
     b = cfg.budget
     check(
@@ -145,9 +146,12 @@ def validate_dtype(cfg: RunConfig, method_allows_half: bool) -> None:
         f"{', '.join(LM_MODELS)}) is pruned by a one-shot method (wanda, sparsegpt, "
         "oneshot_magnitude); other runs train in float32 (bf16 autocast: optim.bf16)",
     )
+    training = cfg.optim.precision()
+    own = {"bfloat16": "bf16", "float16": "fp16"}[dtype]
     check(
-        dtype != "float16" or not cfg.optim.bf16,
+        training in ("fp32", own),
         "model.dtype",
         dtype,
-        "'bfloat16' or 'float32' with optim.bf16 = true (bf16 autocast of a float16 model)",
+        f"one that agrees with optim.{training} = true ({training} autocast of a {dtype} "
+        f"model): {'bfloat16' if training == 'bf16' else 'float16'} or 'float32'",
     )

@@ -337,6 +337,7 @@ class OneShotLM(Method):
         placement = placement_of(model)
         if placement is not None and placement.offload:
             placement.end_offload(model)
+            ctx.masks.sync()  # the masks waited in host memory with the layers
         half = self.cfg.model.dtype != "float32"
         if p.retrain == "full" and half:
             model.float()

@@ -96,12 +96,13 @@ def prune_layerwise(
         inputs = catch_layer_inputs(model, layers[0], ids, chunk)
         for layer in layers:
             placement.fetch(layer)
+            done = set(masks)
             try:
                 inputs = _prune_layer(layer, inputs, prunable, prune, hessian, masks)
             finally:
                 placement.release(layer)
-        for key, mask in masks.items():
-            masks[key] = placement.to_home(mask)
+            for key in set(masks) - done:  # this layer's masks wait with it, off the device
+                masks[key] = placement.to_home(masks[key])
     finally:
         model.train(was_training)
     return masks

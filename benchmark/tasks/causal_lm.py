@@ -45,11 +45,9 @@ def window_nll(logits: Tensor, ids: Tensor) -> Tensor:
 
 
 HALF = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype of a ``model.dtype`` name."""
-    return HALF.get(name, torch.float32)
+# An offloaded evaluation runs its windows through the layers in groups of this many (the
+# papers' calibration count: no more device memory than the calibration's hidden states).
+EVAL_GROUP = 128
 
 
 def mixed_precision(model: nn.Module) -> bool:
@@ -69,8 +67,11 @@ def _logits(model: nn.Module, data: DataSource, split: str) -> Iterator[tuple[Te
         batches = [ids for ids, _ in data.eval_batches(split)]
         if not batches:
             return
-        ids = torch.cat(batches).to(placement.device)
-        yield from layerwise_logits(model, ids, len(batches[0]), placement)
+        # Every layer's sweep holds the hidden states of at most EVAL_GROUP windows.
+        step = max(1, EVAL_GROUP // len(batches[0]))
+        for start in range(0, len(batches), step):
+            ids = torch.cat(batches[start : start + step]).to(placement.device)
+            yield from layerwise_logits(model, ids, len(batches[0]), placement)
         return
     device = model_device(model)
     for ids, _ in data.eval_batches(split):

@@ -48,6 +48,7 @@ class FakeDevice(Placement):
         self.held: set[int] = set()
         self.most = 0
         self.fetched = 0
+        self.homed: list[int] = []  # layers fetched so far when each mask went home
 
     def place(self, model: nn.Module) -> None:
         for layer in decoder_layers(model):
@@ -67,6 +68,11 @@ class FakeDevice(Placement):
     def release(self, layer: nn.Module) -> None:
         self.held.discard(id(layer))
 
+    def to_home(self, tensor: torch.Tensor) -> torch.Tensor:
+        assert not self.held  # a layer's masks go home with it, not after the whole model
+        self.homed.append(self.fetched)
+        return tensor
+
     def end_offload(self, model: nn.Module) -> None:
         self.offload = False
 
@@ -83,6 +89,8 @@ def test_offloaded_run_holds_one_layer_at_a_time_and_gives_the_same_result(retra
     # Calibration, pruning and the evaluation after the prune ran layer by layer.
     assert device.most == 1 and device.fetched >= 2 * layers
     assert not device.held
+    # Each layer's masks left the device as its layer did.
+    assert len(device.homed) == len(offloaded.ctx.masks.params) and min(device.homed) == 1
     for a, b in zip(whole.ctx.masks.masks, offloaded.ctx.masks.masks, strict=True):
         assert torch.equal(a, b) and a.dtype == torch.bool
     got, want = offloaded.fit(), whole.fit()

@@ -20,6 +20,8 @@ def _binary_like(
         raise ValueError(
             f"mask for {name!r} has shape {tuple(mask.shape)}, parameter has {tuple(param.shape)}"
         )
+    if dtype is torch.bool and mask.dtype is torch.bool and mask.device == param.device:
+        return mask.detach()  # already 0/1: no second copy of a large model's masks
     return (mask.detach() != 0).to(device=param.device, dtype=dtype or param.dtype)
 
 

@@ -96,8 +96,8 @@ print(json.dumps({"rss": m["peak_host_memory_bytes"], "device": m.get("peak_memo
 """
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Print the peak memories of a one-shot prune per offload setting."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's arguments (checked before anything is written)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="bfloat16")
@@ -106,17 +106,37 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--length", type=int, default=128, help="data.max_length")
     parser.add_argument("--samples", type=int, default=8, help="calibration windows")
+    parser.add_argument(
+        "--model-dir",
+        default=None,
+        help="keep the random model here and reuse it when it is there (default: a temporary "
+        "folder, written anew)",
+    )
     args = parser.parse_args(argv)
+    bad = [s for s in args.offload.split(",") if s not in ("on", "off", "auto")]
+    if bad:
+        parser.error(f"--offload: {bad[0]!r} is not one of on, off, auto")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the peak memories of a one-shot prune per offload setting."""
+    args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        model = Path(args.model_dir) if args.model_dir else root / "model"
         began = time.perf_counter()
-        weights = write_model(root / "model", args.shape, args.dtype)
-        print(f"{args.shape} Llama, {args.dtype}: weights {weights / 2**30:.2f} GiB "
-              f"(written in {time.perf_counter() - began:.0f} s)", flush=True)  # fmt: skip
+        if (model / "config.json").is_file():
+            weights = sum(f.stat().st_size for f in model.glob("*.safetensors"))
+            print(f"{args.shape} Llama from {model}: weights {weights / 2**30:.2f} GiB")
+        else:
+            weights = write_model(model, args.shape, args.dtype)
+            print(f"{args.shape} Llama, {args.dtype}: weights {weights / 2**30:.2f} GiB "
+                  f"(written in {time.perf_counter() - began:.0f} s)", flush=True)  # fmt: skip
         write_data(root / "data", args.length)
         for offload in args.offload.split(","):
             store = root / f"runs-{offload}"
-            cfg = json.dumps(run_config(root / "model", root / "data", store, args, offload))
+            cfg = json.dumps(run_config(model, root / "data", store, args, offload))
             out = subprocess.run(
                 [sys.executable, "-c", CHILD, cfg], capture_output=True, text=True, check=False
             )

@@ -54,10 +54,18 @@ class MaskStore:
         self.names: list[str] = names
         self.params: list[nn.Parameter] = [p for _, p in params]
         self.mask_dtype = mask_dtype
-        self.masks: list[Tensor] = [torch.ones_like(p, dtype=mask_dtype) for p in self.params]
+        self.masks: list[Tensor] = [self._all_ones(p) for p in self.params]
         self.extra_names: list[str] = []
         self.extra_params: list[nn.Parameter] = []
         self.extra_masks: list[Tensor] = []
+
+    def _all_ones(self, param: Tensor) -> Tensor:
+        """The mask of a parameter nothing has pruned yet: bool masks as a stride-0 view of
+        one True (no memory until the first :meth:`update` replaces it; nothing writes into a
+        bool store's masks in place), others a tensor of ones."""
+        if self.mask_dtype is torch.bool:
+            return torch.ones((), dtype=torch.bool, device=param.device).expand_as(param)
+        return torch.ones_like(param, dtype=self.mask_dtype)
 
     @classmethod
     def from_named_masks(

@@ -14,7 +14,7 @@
 # with one GPU. Each step has its own time limit; the limits add up to 545 s.
 # tests/bench/test_gpu_array_script.py runs every benchmark command below on the CPU.
 # This workplace's device image lacks tomli-w, submitit, torch-pruning and pycocotools: carry
-# their wheels and put them on PYTHONPATH (README, Runs of a grid as one array model).
+# their wheels and put them on PYTHONPATH (benchmark/bench/README.md, runs as one array model).
 set -u
 # LOGS, PY, stamp and the environment log, as every device script starts.
 source "$(dirname "$0")/gpu_env.sh" "${1:-gpu-logs}"

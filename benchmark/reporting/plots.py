@@ -46,10 +46,12 @@ def _line(
     look: tuple[str, str],
     y: str = "accuracy",
     index: int = 0,
+    lines: int = 1,
 ) -> None:
     """A line with markers and a min-max band over seeds, sorted by ``x``, in ``look``; the
-    figure's ``index``-th line gets its own dash pattern, and every other one hollow, smaller
-    markers, so that a line drawn over an equal one leaves it visible."""
+    figure's ``index``-th line (of ``lines``) gets its own dash pattern, and every other one
+    hollow, smaller markers, so that a line drawn over an equal one leaves it visible. The more
+    lines, the fainter the bands, so that overlapping bands do not hide the lines."""
     frame = frame.sort_values(x)
     color, marker = look
     hollow = index % 2 == 1
@@ -65,7 +67,12 @@ def _line(
         markerfacecolor="white" if hollow else color,
     )
     ax.fill_between(
-        frame[x], frame[f"{y}_min"], frame[f"{y}_max"], color=color, alpha=0.2, linewidth=0
+        frame[x],
+        frame[f"{y}_min"],
+        frame[f"{y}_max"],
+        color=color,
+        alpha=min(0.2, 0.5 / lines),
+        linewidth=0,
     )
 
 
@@ -256,7 +263,9 @@ def envelope_figure(
     for ax, goal in zip(fig.axes, goals, strict=True):
         at = best[best["goal"] == goal]
         for row, frame in _by_row(at[at["section"] != "reference"], plan):
-            _line(ax, frame, f"IMP + {row}", "x", looks[row], index=order.index(row))
+            _line(
+                ax, frame, f"IMP + {row}", "x", looks[row], index=order.index(row), lines=len(order)
+            )
         for row in (DENSE_ROW, RENDA_ROW):
             ref = at[at["row"] == row]
             if len(ref):
@@ -285,7 +294,7 @@ def budgeted_initial_figure(
             shifted = frame.assign(
                 **{c: frame[c] - full for c in ("accuracy", "accuracy_min", "accuracy_max")}
             )
-            _line(ax, shifted, str(row), "x", looks[row], index=order.index(row))
+            _line(ax, shifted, str(row), "x", looks[row], index=order.index(row), lines=len(order))
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_title(_panel_title(experiment, scale, section), fontsize=9)
         _budget_axis(ax, plan["x"], "initial training epochs")
@@ -315,7 +324,7 @@ def tradeoff_figure(
             (axes[1, j], "speedup", "theoretical speedup (x)"),
         ):
             for row, frame in _by_row(at, plan):
-                _line(ax, frame, row, x, looks[row], index=list(looks).index(row))
+                _line(ax, frame, row, x, looks[row], index=list(looks).index(row), lines=len(looks))
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ACCURACY_LABEL)
             ax.set_title(_panel_title(experiment, scale, section), fontsize=9)

@@ -23,7 +23,7 @@ timeout 150 $PY -m benchmark.bench.array --device cuda --parts equality --layout
     >"$LOGS/equality.log" 2>&1 &
 EQUALITY=$!
 timeout 200 $PY -m pytest -m "not slurm" -n 14 -p no:cacheprovider --timeout 150 -q \
-    --tb=line -rfs >"$LOGS/pytest.log" 2>&1
+    --tb=short -rfs "${@:2}" >"$LOGS/pytest.log" 2>&1
 wait $CHECK
 wait $EQUALITY
 stamp "done"

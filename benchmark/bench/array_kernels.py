@@ -218,8 +218,9 @@ def step_part(args: argparse.Namespace) -> None:
                     print(f"  {name} failed: {type(err).__name__}: {err}"[:400], file=sys.stderr)
                 if args.dev.type == "cuda":
                     torch.cuda.empty_cache()
-                print(f"{precision} K={k:<3d} {cells[-1]:>28s}   ({time.perf_counter() - start:.0f} s "
-                      "with warm-up and compile)", flush=True)  # fmt: skip
+                spent = time.perf_counter() - start
+                print(f"{precision} K={k:<3d} {cells[-1]:>28s}   ({spent:.0f} s with warm-up and"
+                      " compile)", flush=True)  # fmt: skip
 
 
 def profile_part(args: argparse.Namespace) -> None:
@@ -306,8 +307,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.parts = args.parts.split(",")
     args.precisions = args.precisions.split(",")
     args.variants = args.variants.split(",")
-    checks = (("--parts", args.parts, PARTS), ("--precisions", args.precisions, ("bf16", "fp16", "fp32")),
-              ("--variants", [v for name in args.variants for v in name.split("+")], VARIANT_PARTS))  # fmt: skip
+    variant_parts = [v for name in args.variants for v in name.split("+")]
+    checks = (
+        ("--parts", args.parts, PARTS),
+        ("--precisions", args.precisions, ("bf16", "fp16", "fp32")),
+        ("--variants", variant_parts, VARIANT_PARTS),
+    )
     for flag, values, allowed in checks:
         if not set(values) <= set(allowed):
             p.error(f"{flag} = {','.join(values)!r} is invalid; allowed: {', '.join(allowed)}")

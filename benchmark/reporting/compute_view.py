@@ -102,7 +102,10 @@ def cost_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) -> p
     points["pareto"] = False
     # An unplaced configuration (goal NaN) is its own group: its achieved sparsity is unlike
     # any other's, so nothing there is comparable.
-    group = points["goal"].astype(object).where(points["goal"].notna(), points.index)
+    # (Built with numpy: pandas 2.x's Series.where asserts on an Index as its "other".)
+    goal = points["goal"]
+    placed = np.where(goal.notna(), goal.to_numpy(dtype=object), points.index.to_numpy(object))
+    group = pd.Series(placed, index=points.index, dtype=object)
     for _, by_group in points.groupby(["section", "row", group, "device"], sort=False):
         points.loc[pareto_front(by_group), "pareto"] = True
     return points[columns]

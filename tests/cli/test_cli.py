@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, tiny_config
+from helpers import ROOT, env_with_path, tiny_config
 
 from benchmark.cli import main
 from benchmark.cli.app import build_parser
@@ -51,7 +50,7 @@ def test_no_warning_without_paper(tmp_path: Path, capsys) -> None:
 def test_a_closed_pipe_ends_quietly() -> None:
     args = ["schedule", "--epochs", "200", "--iters-per-epoch", "2000"]
     args += ["--milestones", "90", "180", "--values", "0.01", "0.001"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = env_with_path(ROOT)
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmark.cli", *args],
         stdout=subprocess.PIPE,

@@ -48,10 +48,10 @@ def _line(
     index: int = 0,
     lines: int = 1,
 ) -> None:
-    """A line with markers and a min-max band over seeds, sorted by ``x``, in ``look``; the
-    figure's ``index``-th line (of ``lines``) gets its own dash pattern, and every other one
-    hollow, smaller markers, so that a line drawn over an equal one leaves it visible. The more
-    lines, the fainter the bands, so that overlapping bands do not hide the lines."""
+    """A line with markers and a min-max band over seeds, sorted by ``x``, in ``look``; the figure's
+    ``index``-th line (of ``lines``) gets its own dash pattern, and every other one hollow
+    (see-through), smaller markers, so that a line drawn over an equal one leaves it visible. The
+    more lines, the fainter the bands, so that overlapping bands do not hide the lines."""
     frame = frame.sort_values(x)
     color, marker = look
     hollow = index % 2 == 1
@@ -64,7 +64,7 @@ def _line(
         linewidth=1.5,
         linestyle=DASHES[index % len(DASHES)],
         markersize=5 if hollow else 6.5,
-        markerfacecolor="white" if hollow else color,
+        markerfacecolor="none" if hollow else color,
     )
     ax.fill_between(
         frame[x],
@@ -89,24 +89,33 @@ def _shared_legend(fig: Figure, **kwargs: object) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(label, handle)
             if isinstance(handle, Line2D):
-                xy = (tuple(map(float, handle.get_xdata())), tuple(map(float, handle.get_ydata())))
+                xy = (_rounded(handle.get_xdata()), _rounded(handle.get_ydata()))
                 drawn.setdefault(label, []).append((i, *xy))
     entries = _merge_same_lines(entries, drawn)
     if entries:
+        # As many columns (up to 4) as the figure's width holds for its longest label (8-point
+        # text: about 15 characters to the inch, and the line sample beside each label).
+        longest = max(len(label) for label in entries) + 6
+        fits = int(fig.get_figwidth() * 15 // longest)
         fig.legend(
             list(entries.values()),
             list(entries),
             loc="outside lower center",
-            ncols=min(len(entries), 4),
+            ncols=max(1, min(len(entries), 4, fits)),
             **kwargs,
         )
+
+
+def _rounded(values: Iterable[float]) -> tuple[float, ...]:
+    """``values`` to 4 significant digits: points that close print as one on any figure."""
+    return tuple(float(f"{float(v):.4g}") for v in values)
 
 
 def _merge_same_lines(
     entries: dict[str, object], drawn: dict[str, list[tuple[int, tuple, tuple]]]
 ) -> dict[str, object]:
-    """``entries`` with the labels whose lines are identical in every panel joined into one
-    ("A = B (same line)"), keeping the handle drawn last (the one on top)."""
+    """``entries`` with the labels whose lines are the same in every panel (to 4 significant
+    digits) joined into one ("A = B (same line)"), keeping the handle drawn last (on top)."""
     by_points: dict[tuple, list[str]] = {}
     for label in entries:
         key = tuple(drawn[label]) if label in drawn else (label,)

@@ -221,6 +221,13 @@ def test_rows_that_draw_the_same_line_share_one_legend_entry_that_says_so():
         ax.plot([1, 2], [3, y], label="B")
     _shared_legend(fig)
     assert _labels(fig) == ["A", "B"]
+    # Equal to 4 significant digits (a speedup measured as 10.598 and as 10.5997): one line.
+    fig = Figure()
+    for ax in fig.subplots(1, 2):
+        ax.plot([10.598, 21.75], [98.75, 98.19], label="GMP (cyclic, hard)")
+        ax.plot([10.5997, 21.75], [98.75, 98.19], label="GMP (cyclic, soft)")
+    _shared_legend(fig)
+    assert _labels(fig) == ["GMP (cyclic, hard) = GMP (cyclic, soft) (same line)"]
 
 
 # --- The words leave the panels; budgets that double; lines that coincide stay visible --------
@@ -291,7 +298,7 @@ def test_lines_that_coincide_stay_distinguishable(tmp_path):
     # Two schedules drawn over each other both stay visible: the one on top lets the other
     # through its dashes and its hollow markers.
     assert len({line.get_linestyle() for line in lines}) == 4
-    fills = [line.get_markerfacecolor() == "white" for line in lines]
+    fills = [line.get_markerfacecolor() == "none" for line in lines]
     assert any(fills) and not all(fills)
     fig, _ = _finished("cifar10-envelope", tmp_path)
     refs = [line for line in fig.axes[0].get_lines() if not line.get_label().startswith("IMP")]

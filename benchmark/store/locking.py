@@ -15,7 +15,10 @@ that exists only while it is held, ``<folder>/<name>.lockfile``, created atomica
 
 A lock whose owner is gone is recovered, with a :class:`StoreWarning` naming the owner and why.
 On the owner's own host (and boot) the process table decides: a dead process (or a zombie: exited,
-not yet reaped) loses its lock at once, a live one never. From another host the heartbeat decides:
+not yet reaped) loses its lock at once, a live one never. Where the process table cannot tell (a
+/proc mounted ``hidepid`` hides other users' processes; ``kill(pid, 0)`` then answers EPERM for a
+live one, which cannot be told from a process that reused the pid) the heartbeat decides, as from
+another host. From another host the heartbeat decides:
 an owner whose heartbeat is older than :func:`stale_after` (``PRUNEBENCH_LOCK_STALE_S``, 600 s by
 default) loses it, and a fresh heartbeat keeps it whatever the local ``squeue`` says (the store may
 be mounted by two clusters, or ``squeue`` may ask another one); only a SLURM job of the same
@@ -171,11 +174,19 @@ def _process_start(pid: int) -> str | None:
 GONE_STATES = {"Z", "X", "x"}
 
 
-def _alive_here(owner: Owner) -> bool:
-    """Whether ``owner``'s process (on this host and boot) still runs (a zombie does not)."""
-    if Path("/proc/self/stat").exists():
-        fields = _proc_stat(owner.pid)
-        if fields is None or (fields and fields[0] in GONE_STATES):
+def liveness_here(owner: Owner) -> bool | None:
+    """Whether ``owner``'s process (on this host and boot) still runs: True, False (gone, a
+    zombie, or its pid reused by another process), or None when this host cannot tell.
+
+    A /proc mounted with ``hidepid`` (shared login and compute nodes) shows no process of
+    another user, so a missing /proc entry proves nothing: the kernel decides whether the pid
+    exists (``kill(pid, 0)``: ESRCH means gone, EPERM means a process of another user runs
+    under it). Such a process, or one on a host without /proc, cannot be told from another
+    that reused its pid: None, and the heartbeat decides.
+    """
+    fields = _proc_stat(owner.pid)
+    if fields:
+        if fields[0] in GONE_STATES:
             return False
         start = fields[19] if len(fields) > 19 else ""
         return not (owner.start and start and start != owner.start)  # else: pid reused
@@ -184,8 +195,8 @@ def _alive_here(owner: Owner) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        return None  # another user's process: hidden from this user's /proc, or not ours
+    return None  # a process this user may signal that /proc does not show (no /proc here)
 
 
 def stale_reason(owner: Owner | None, age_s: float, limit_s: float) -> str | None:
@@ -194,9 +205,18 @@ def stale_reason(owner: Owner | None, age_s: float, limit_s: float) -> str | Non
         return f"it names no owner and is {age_s:.0f} s old" if age_s > UNREADABLE_GRACE_S else None
     me = Owner.me()
     if _on_this_host(owner, me):
-        # Here the process table is the truth: a live owner (even one stopped with Ctrl-Z,
-        # whose heartbeat pauses) keeps its lock, a dead one loses it at once.
-        return None if _alive_here(owner) else "its process no longer exists"
+        # Here the process table is the truth where it can be read: a live owner (even one
+        # stopped with Ctrl-Z, whose heartbeat pauses) keeps its lock, a dead one loses it at
+        # once; where it tells nothing (another user's process under hidepid), the heartbeat.
+        alive = liveness_here(owner)
+        if alive is not None:
+            return None if alive else "its process no longer exists"
+        if age_s > limit_s:
+            return (
+                f"its heartbeat stopped {age_s:.0f} s ago (limit {limit_s:.0f} s) and this "
+                f"user cannot see its process {owner.pid}"
+            )
+        return None
     if (
         owner.slurm_job
         and owner.slurm_job == me.slurm_job
@@ -280,7 +300,9 @@ class LockFile:
             if (
                 not noted
                 and age > STOPPED_BEATS * self.heartbeat_s
-                and (holder is None or not _on_this_host(holder, me))
+                and (
+                    holder is None or not _on_this_host(holder, me) or liveness_here(holder) is None
+                )
             ):
                 # A holder on another node that died: say why this waits (up to the limit).
                 noted = True

@@ -397,7 +397,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = Path(args.run)
     if path.suffix == ".json" and path.exists():
-        record = json.loads(path.read_text())
+        from benchmark.core.errors import CorruptFileError
+        from benchmark.store.errors import CorruptRecord
+        from benchmark.store.records import read_record
+
+        try:
+            record = read_record(path)  # a FIFO or a device is refused, never read
+        except CorruptRecord as err:
+            raise CorruptFileError(path, str(err)) from None
     else:
         record = Store(args.store).read(args.run)
     if record is None:

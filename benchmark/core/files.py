@@ -19,7 +19,7 @@ import stat
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from benchmark.core.errors import CorruptFileError
 from benchmark.core.packed import is_packed, pack_state, unpack_state
@@ -98,15 +98,14 @@ def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str,
     raises CorruptFileError."""
     import torch
 
-    try:
-        state = torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # unpickling refused, truncated zip, garbage: all mean unusable
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise CorruptFileError(
-            path, f"not a loadable checkpoint ({type(err).__name__}: {first[:200]})"
-        ) from None
+    with open_regular(path) as fh:  # a FIFO or a device would hang torch.load
+        try:
+            state = torch.load(fh, map_location=device, weights_only=True)
+        except Exception as err:  # unpickling refused, truncated zip, garbage: all unusable
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise CorruptFileError(
+                path, f"not a loadable checkpoint ({type(err).__name__}: {first[:200]})"
+            ) from None
     if not isinstance(state, dict):
         raise CorruptFileError(path, f"holds a {type(state).__name__}, not a checkpoint dict")
     if is_packed(state):
@@ -121,22 +120,39 @@ def read_regular(path: Path, limit: int) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; raises
     CorruptFileError otherwise (a FIFO, a device, a folder, a file too large), without blocking
     or reading more than ``limit`` bytes. FileNotFoundError when it does not exist."""
-    kind = _kind(os.stat(path).st_mode)  # checked before opening: opening a device may act
-    if kind != "regular file":
-        raise CorruptFileError(path, f"not a regular file (a {kind})")
-    # O_NONBLOCK: a FIFO swapped in after the check must not block the open.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        kind = _kind(info.st_mode)
-        if kind != "regular file":
-            raise CorruptFileError(path, f"not a regular file (a {kind})")
-        if info.st_size > limit:
-            raise CorruptFileError(path, f"{info.st_size} bytes, over the limit of {limit}")
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise CorruptFileError(path, f"{size} bytes, over the limit of {limit}")
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise CorruptFileError(path, f"over the limit of {limit} bytes")
     return data
+
+
+def check_regular(path: Path) -> os.stat_result:
+    """``path``'s status if it is a regular file (links followed); raises CorruptFileError naming
+    what it is otherwise (a FIFO would block a reader, a device never end), FileNotFoundError
+    when it does not exist. Nothing is opened."""
+    info = os.stat(path)
+    kind = _kind(info.st_mode)
+    if kind != "regular file":
+        raise CorruptFileError(path, f"not a regular file (a {kind})")
+    return info
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (see :func:`check_regular`), checked
+    before opening (opening a device may act) and again on the open file; never blocks."""
+    check_regular(path)
+    # O_NONBLOCK: a FIFO swapped in after the check must not block the open.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fh = os.fdopen(fd, "rb")
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind != "regular file":
+        fh.close()
+        raise CorruptFileError(path, f"not a regular file (a {kind})")
+    return fh
 
 
 def _kind(mode: int) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import time
 import uuid
 import warnings
@@ -37,7 +38,7 @@ from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported 
     RunLockedError,
     StoreWarning,
 )
-from benchmark.store.locking import hold, is_held, lock_path
+from benchmark.store.locking import LockFile, hold, is_held, lock_path
 from benchmark.store.publish import ANY_RESULT, claim, may_replace, publish, same_result
 from benchmark.store.records import Skipped, read_record
 
@@ -346,6 +347,11 @@ class Store:
             with contextlib.suppress(OSError):  # another lock (or a claim file) is there
                 folder.rmdir()
 
+    def check_lock(self, name: str) -> None:
+        """Raise CorruptFileError if the lock ``name`` cannot be taken because its name is not a
+        lock file (a FIFO, a device: never read), so that a run finds out before training."""
+        LockFile(lock_path(self.root / LOCK_DIR, name))._inspect()
+
     def lock_held(self, name: str) -> bool:
         """Whether the lock ``name`` is held now by a live owner (see :meth:`lock`)."""
         return is_held(lock_path(self.root / LOCK_DIR, name))
@@ -421,10 +427,12 @@ def _orphans(target: Path, older_than_s: float) -> list[Path]:
     found = []
     for staged in target.parent.glob(f"{tmp_prefix(target)}*{STAGED_SUFFIX}"):
         try:
-            if time.time() - staged.stat().st_mtime > older_than_s:
-                found.append(staged)
+            info = staged.lstat()
         except FileNotFoundError:
             continue
+        # Only regular files are what a write staged (anything else is never moved or read).
+        if stat.S_ISREG(info.st_mode) and time.time() - info.st_mtime > older_than_s:
+            found.append(staged)
     return found
 
 

@@ -225,6 +225,7 @@ def _execute(
         raise RunLockedError(f"run {rid} is already running: {err}") from None
     try:
         if is_main():
+            store.check_lock("store")  # a FIFO there would stop the final write: say so now
             store.clean_run_files(rid)
         barrier()  # every rank sees the same store from here on
         return _execute_locked(cfg, store, force=force, require_resume=require_resume)

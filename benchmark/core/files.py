@@ -12,6 +12,7 @@ or their positions) and every load unpacks them, so readers always get the plain
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -153,6 +154,23 @@ def open_regular(path: Path) -> BinaryIO:
         fh.close()
         raise CorruptFileError(path, f"not a regular file (a {kind})")
     return fh
+
+
+def append_regular(path: Path) -> BinaryIO:
+    """``path`` opened for appending (created if absent), if it is a regular file: a FIFO or a
+    device under its name is refused (CorruptFileError) and never blocks the open."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, FILE_MODE)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a FIFO that nothing reads
+            raise CorruptFileError(path, "not a regular file (a FIFO)") from None
+        raise
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind != "regular file":
+        os.close(fd)
+        raise CorruptFileError(path, f"not a regular file (a {kind})")
+    return os.fdopen(fd, "ab")
 
 
 def _kind(mode: int) -> str:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import os
 import shutil
-import stat
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -19,8 +17,8 @@ import submitit
 
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
-from benchmark.core.errors import ConfigError, CorruptFileError
-from benchmark.core.files import FILE_MODE
+from benchmark.core.errors import ConfigError
+from benchmark.core.files import append_regular
 from benchmark.launch.arrays import array_lines
 from benchmark.launch.expansion import Expansion, expand
 from benchmark.launch.grid import MAX_CELLS, Grid
@@ -285,17 +283,7 @@ def _stderr_into(path: Path) -> Iterator[None]:
     """Point file descriptor 2 at ``path`` (appending) while child processes are started."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
-    # Non-blocking and checked: a FIFO or a device under that name is refused, never opened.
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, FILE_MODE)
-    except OSError as err:
-        if err.errno != errno.ENXIO:
-            raise
-        raise CorruptFileError(path, "a FIFO, not a log: remove it") from None
-    with os.fdopen(fd, "ab") as log:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CorruptFileError(path, "not a regular file, so not a log: remove it")
+    with append_regular(path) as log:  # a FIFO or a device there is refused, never blocks
         saved = os.dup(2)
         os.dup2(log.fileno(), 2)
         try:

@@ -102,3 +102,15 @@ def test_a_staged_name_that_is_a_fifo_is_left_alone(tmp_path: Path) -> None:
     assert finishes(lambda: store.clean_run_files("a")) == []
     assert fifo.exists() and not store.archive_dir().exists()
     assert json.loads(store.result_path("a").read_text())["status"] == "failed"
+
+
+def test_a_log_name_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    from benchmark.core.files import append_regular
+
+    fifo = tmp_path / "controllers.log"
+    os.mkfifo(fifo)
+    err = finishes(lambda: append_regular(fifo))
+    assert isinstance(err, CorruptFileError) and "FIFO" in str(err), err
+    with append_regular(tmp_path / "new.log") as fh:
+        fh.write(b"x")
+    assert (tmp_path / "new.log").read_bytes() == b"x"

@@ -51,6 +51,7 @@ from benchmark.store.owners import (  # noqa: F401 (_process_start: for tests)
     liveness_here,
     stale_reason,
 )
+from benchmark.store.release import forget, remove_at_exit
 from benchmark.store.squeue import slurm_job_active
 
 LOCK_SUFFIX = ".lockfile"
@@ -111,8 +112,22 @@ class LockFile:
 
     # ------------------------------------------------------------------ acquire / release
     def acquire(self, wait: bool = True, poll_s: float = 0.05) -> None:
-        """Take the lock; ``wait=False`` raises RunLockedError naming the owner when held."""
+        """Take the lock; ``wait=False`` raises RunLockedError naming the owner when held.
+
+        From here until :meth:`release`, a signal that ends the process removes the lock file
+        first (:mod:`benchmark.store.release`); an interruption (Ctrl-C) that lands between
+        creating the file and returning removes it too.
+        """
         me = Owner.me()
+        remove_at_exit(id(self), lambda: self._drop(me))
+        try:
+            self._take(me, wait, poll_s)
+        except BaseException:
+            self._drop(me)  # created just before the interruption: it must not stay
+            forget(id(self))
+            raise
+
+    def _take(self, me: Owner, wait: bool, poll_s: float) -> None:
         delay = poll_s
         noted = False
         while True:
@@ -146,16 +161,33 @@ class LockFile:
                 # A holder on another node that died: say why this waits (up to the limit).
                 noted = True
                 note = waiting_note(self.path, holder, age, self.stale_s)
-                warnings.warn(note, StoreWarning, stacklevel=3)
+                warnings.warn(note, StoreWarning, stacklevel=4)
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
+    def _drop(self, me: Owner) -> None:
+        """Stop the heartbeat and remove the lock file if it names ``me`` (as the process ends:
+        nothing waits, nothing is warned)."""
+        self._stop.set()
+        if self._holder_token() == me.token:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
     def release(self) -> None:
         """Give the lock up; a lock another process took over meanwhile is left alone (warned)."""
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
-            self._beat = None
+        owner = self.owner
+        try:
+            self._stop.set()
+            if self._beat is not None:
+                self._beat.join()
+                self._beat = None
+            self._let_go()
+        finally:
+            if owner is not None:  # interrupted above (Ctrl-C): the file goes all the same
+                self._drop(owner)
+            forget(id(self))  # after the file went: a signal until then still removes it
+
+    def _let_go(self) -> None:
         owner, self.owner = self.owner, None
         if owner is None:
             return
@@ -167,7 +199,7 @@ class LockFile:
                 f"lock {self.path} was recovered by another process while this one "
                 f"({owner.describe()}) held it; it is left to that process",
                 StoreWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
 
     def __enter__(self) -> LockFile:
@@ -274,7 +306,7 @@ class LockFile:
             warnings.warn(
                 f"recovered the stale lock {self.path} of {who}: {reason}",
                 StoreWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
         finally:
             with contextlib.suppress(FileNotFoundError):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 import time
 import uuid
@@ -31,7 +30,7 @@ from benchmark.core.files import (
     unique_stamp,
     write_json_atomic,
 )
-from benchmark.store.deferred import signals_held
+from benchmark.store.deferred import HeldSignals
 from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported for callers)
     CorruptRecord,
     ResultExistsError,
@@ -39,6 +38,12 @@ from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported 
     StoreWarning,
 )
 from benchmark.store.locking import LockFile, hold, is_held, lock_path
+from benchmark.store.names import (  # noqa: F401 (same_file: for leftovers)
+    SecondName,
+    link_or_copy,
+    link_over,
+    same_file,
+)
 from benchmark.store.publish import ANY_RESULT, claim, may_replace, publish, same_result
 from benchmark.store.records import Skipped, read_record
 
@@ -169,42 +174,71 @@ class Store:
         """
         run_id = record["run_id"]
         token = uuid.uuid4().hex
-        staged_weights = staged_path(self.weights_path(run_id), token)
+        target = self.weights_path(run_id)
+        staged_weights = staged_path(target, token)
         save_weights(weights, staged_weights)  # the weights first: a staged record has them
         staged = self._stage(self.result_path(run_id), record, token)
-        with self.lock("store"), signals_held():  # a Ctrl-C lands after the renames
-            return self._place(staged, staged_weights, record, force=force, replaces=replaces)
+        # Second names made now, outside the lock and the held window: where the filesystem has
+        # no hard links they are copies (~1 s for 512 MB), and the window holds renames only.
+        new = SecondName.make(staged_weights, target)
+        old = None
+        if force:  # the weights of the result this may replace, for the archive
+            with contextlib.suppress(FileNotFoundError):
+                old = SecondName.make(target, target)
+        held = HeldSignals()
+        try:
+            with self.lock("store"):
+                held.hold()  # a Ctrl-C lands after the renames and the lock's release
+                return self._place(staged, new, old, record, force=force, replaces=replaces)
+        finally:
+            new.discard()
+            if old is not None:
+                old.discard()
+            # Only now, with the store lock released: a signal that ends the process finds no
+            # lock of this write held (the run's own lock goes by the signal's handler).
+            held.deliver()
 
     def _place(
         self,
         staged: Path,
-        staged_weights: Path,
+        new: SecondName,
+        old: SecondName | None,
         record: dict[str, Any],
         *,
         force: bool,
         replaces: dict[str, Any] | None,
     ) -> Path:
-        """Make staged weights, then the staged record, the run's result (see write_result).
+        """Make the staged weights (``new``: their second name), then the staged record, the
+        run's result (see write_result); ``old``: a second name of the weights in place, for
+        the archive if a forced write replaces their result.
 
         Each step is one rename or link, and the state between two steps is a valid one: the
-        old result (its weights perhaps linked into the archive already), no result (the run
-        resumes from its checkpoint), or the new result with its weights.
+        old result (its weights perhaps in the archive already), no result (the run resumes from
+        its checkpoint), or the new result with its weights.
         """
         run_id = record["run_id"]
+        staged_weights = new.source
         while True:
             current = self._finished_result(run_id)
             if current is None:
                 break
             if not may_replace(current, record, force=force, replaces=replaces):
                 return self._keep_second(staged, run_id, weights=staged_weights)
-            if self._archive_result(run_id, current):
+            archived = self._archive_result(run_id, current, old)
+            old = None  # used (or found stale) by that attempt
+            if archived:
                 break
         target = self.weights_path(run_id)
-        link_over(staged_weights, target)  # a link: the staged name stays until the record is in
+        # A rename: the staged name stays (a second name) until the record is in.
+        if not new.move_to(target):
+            link_over(staged_weights, target)
+        placed = _identity(target)
         if not self._publish(staged, record, force=force, replaces=replaces):
             return self._keep_second(staged, run_id, weights=staged_weights)
-        if not same_file(staged_weights, target):
-            link_over(staged_weights, target)  # without a lock, another writer's came in between
+        if _identity(target) != placed:
+            # Without a lock, another writer's weights came in between: ours go in place (a
+            # rename, so the staged name goes with it).
+            os.replace(staged_weights, target)
         staged_weights.unlink(missing_ok=True)
         return self.result_path(run_id)
 
@@ -216,15 +250,19 @@ class Store:
             return None
         return current if current is not None and current.get("status") == FINISHED else None
 
-    def _archive_result(self, run_id: str, current: dict[str, Any]) -> bool:
+    def _archive_result(
+        self, run_id: str, current: dict[str, Any], old: SecondName | None = None
+    ) -> bool:
         """Move the finished result ``current`` with its weights into the archive: the weights
-        are linked there first (they stay in place until replaced), then the record is moved.
-        False when the result changed meanwhile (possible only without the lock): look again."""
+        are named there first (by ``old``, a second name made before, if they are still those;
+        they stay in place until replaced), then the record is moved. False when the result
+        changed meanwhile (possible only without the lock): look again."""
         folder, name = self.archive_dir(), f"{run_id}-{unique_stamp()}"
         folder.mkdir(parents=True, exist_ok=True)
         weights, moved = folder / f"{name}.pt", folder / f"{name}.json"
         with contextlib.suppress(FileNotFoundError):
-            link_or_copy(self.weights_path(run_id), weights)
+            if old is None or not old.move_to(weights):
+                link_or_copy(self.weights_path(run_id), weights)
         try:
             os.replace(self.result_path(run_id), moved)
         except FileNotFoundError:
@@ -436,35 +474,10 @@ def _orphans(target: Path, older_than_s: float) -> list[Path]:
     return found
 
 
-def link_or_copy(source: Path, target: Path) -> None:
-    """Give ``source`` the further name ``target``: a hard link, else an atomic copy."""
+def _identity(path: Path) -> tuple[int, int]:
+    """The device and inode of ``path`` (which file it is); (-1, -1) when it is missing."""
     try:
-        os.link(source, target)
+        info = os.stat(path)
     except FileNotFoundError:
-        raise
-    except OSError:
-        tmp = target.with_name(f"{tmp_prefix(target)}{uuid.uuid4().hex}{TMP_SUFFIX}")
-        try:
-            shutil.copy2(source, tmp)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-
-
-def link_over(source: Path, target: Path) -> None:
-    """Make ``target`` another name of ``source``, replacing ``target`` atomically."""
-    tmp = target.with_name(f"{tmp_prefix(target)}{uuid.uuid4().hex}{TMP_SUFFIX}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        link_or_copy(source, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` are names of one file (False when either is missing)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
+        return (-1, -1)
+    return (info.st_dev, info.st_ino)

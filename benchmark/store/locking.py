@@ -378,6 +378,19 @@ def is_held(path: Path) -> bool:
     return present and stale_reason(holder, age, lock.stale_s) is None
 
 
+def live_holder(path: Path) -> Owner | None:
+    """The owner holding the lock file ``path`` now, if it has not abandoned it (else None, as
+    for a lock name that is not a lock file); nothing is changed."""
+    lock = LockFile(path)
+    try:
+        present, holder, age = lock._inspect()
+    except CorruptFileError:
+        return None
+    if present and holder is not None and stale_reason(holder, age, lock.stale_s) is None:
+        return holder
+    return None
+
+
 @contextlib.contextmanager
 def hold(path: Path, *, wait: bool = True) -> Iterator[LockFile]:
     """Hold the lock file ``path`` for the ``with`` block."""

@@ -37,13 +37,14 @@ from benchmark.store.errors import (  # noqa: F401 (RunLockedError: re-exported 
     RunLockedError,
     StoreWarning,
 )
-from benchmark.store.locking import LockFile, hold, is_held, lock_path
+from benchmark.store.locking import LockFile, hold, is_held, live_holder, lock_path
 from benchmark.store.names import (  # noqa: F401 (same_file: for leftovers)
     SecondName,
     link_or_copy,
     link_over,
     same_file,
 )
+from benchmark.store.owners import Owner
 from benchmark.store.publish import ANY_RESULT, claim, may_replace, publish, same_result
 from benchmark.store.records import Skipped, read_record
 
@@ -393,6 +394,10 @@ class Store:
     def lock_held(self, name: str) -> bool:
         """Whether the lock ``name`` is held now by a live owner (see :meth:`lock`)."""
         return is_held(lock_path(self.root / LOCK_DIR, name))
+
+    def lock_holder(self, name: str) -> Owner | None:
+        """Who holds the lock ``name`` now (a live owner), or None."""
+        return live_holder(lock_path(self.root / LOCK_DIR, name))
 
     def clean_run_files(self, run_id: str, *, orphan_after_s: float = 600.0) -> list[Path]:
         """Tidy what a killed write of ``run_id`` left; hold its run lock. Returns what went.

@@ -220,6 +220,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RunLockedError, CorruptFileError) as err:
         print(f"prunebench: {err}", file=sys.stderr)
         return EXIT_FAILURE
+    except OSError as err:  # a write the filesystem refused: the file, why and the fix
+        from benchmark.store.errors import storage_error
+
+        line = storage_error(err)
+        if line is None:
+            raise
+        print(f"prunebench: {line}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         # Ctrl-C is a user's choice, not a crash: no traceback; say how the work continues.
         trains = args.command in ("run", "demo", "reproduce")

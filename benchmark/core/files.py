@@ -12,6 +12,7 @@ or their positions) and every load unpacks them, so readers always get the plain
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -42,6 +43,40 @@ TMP_SUFFIX = ".tmp"
 FILE_MODE = 0o666
 
 
+def make_dirs(path: Path) -> None:
+    """``path`` and its missing parents, as ``mkdir -p`` makes them (modes from the umask),
+    except that a folder made inside a group-writable folder is group-writable too, whatever the
+    umask: a store whose root folder a group may write (``chmod g+ws``) stays writable by the
+    group when a member whose umask is 022 creates its ``.locks``, ``weights`` or ``archive``."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    for folder in reversed(missing):  # parents first: each one's mode decides its child's
+        _writable_like_parent(folder)
+
+
+def _writable_like_parent(folder: Path) -> None:
+    try:
+        parent, mine = os.stat(folder.parent), os.stat(folder)
+    except OSError:
+        return
+    group = stat.S_IRGRP | stat.S_IWGRP | stat.S_IXGRP
+    wanted = stat.S_IMODE(mine.st_mode) | group
+    if (
+        parent.st_mode & stat.S_IWGRP
+        and mine.st_uid == os.geteuid()
+        and (stat.S_IMODE(mine.st_mode) != wanted)
+    ):
+        with contextlib.suppress(OSError):
+            os.chmod(folder, wanted)
+
+
 def unique_stamp() -> str:
     """A time stamp that no other call, here or in another process, returns."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:12]}"
@@ -66,7 +101,7 @@ def _create_temporary(path: Path) -> tuple[int, str]:
 
 def _atomic_replace(path: Path, write: Any) -> None:
     """Write through ``write(file)`` into a temporary file beside ``path``, then rename it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -191,7 +226,7 @@ def _kind(mode: int) -> str:
 def move_aside(path: Path, folder: Path | None = None) -> Path:
     """Rename a damaged file out of the way (``<name>.corrupt-<stamp>``); returns the new path."""
     target_dir = folder if folder is not None else path.parent
-    target_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(target_dir)
     target = target_dir / f"{path.name}.corrupt-{unique_stamp()}"
     os.replace(path, target)
     return target

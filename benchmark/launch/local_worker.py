@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmark.core.files import append_regular
+from benchmark.core.files import append_regular, make_dirs
 from benchmark.launch.planning import _plural
 from benchmark.launch.scheduler import JobState
 from benchmark.store.owners import Owner
@@ -138,7 +138,7 @@ def dead_worker_note(dead: Mapping[str, list[str]]) -> str:
 @contextlib.contextmanager
 def stderr_into(path: Path) -> Iterator[None]:
     """Point file descriptor 2 at ``path`` (appending) while child processes are started."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     sys.stderr.flush()
     with append_regular(path) as log:  # a FIFO or a device there is refused, never blocks
         saved = os.dup(2)

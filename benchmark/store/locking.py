@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from benchmark.core.errors import CorruptFileError
-from benchmark.core.files import FILE_MODE, check_regular, read_regular
+from benchmark.core.files import FILE_MODE, check_regular, make_dirs, read_regular
 from benchmark.store.errors import RunLockedError, StoreWarning
 from benchmark.store.owners import (  # noqa: F401 (_process_start: for tests)
     Owner,
@@ -132,7 +132,7 @@ class LockFile:
         noted = False
         while True:
             # Again each time: a holder refused for its configuration removes an empty folder.
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.path.parent)
             try:
                 created = self._create(me)
             except FileNotFoundError:  # the folder went between the two lines: again

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmark.core.files import TMP_SUFFIX, tmp_prefix
+from benchmark.core.files import TMP_SUFFIX, make_dirs, tmp_prefix
 
 
 def link_or_copy(source: Path, target: Path) -> None:
@@ -32,7 +32,7 @@ def link_or_copy(source: Path, target: Path) -> None:
 def link_over(source: Path, target: Path) -> None:
     """Make ``target`` another name of ``source``, replacing ``target`` atomically."""
     tmp = temporary_name(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(target.parent)
     try:
         link_or_copy(source, tmp)
         os.replace(tmp, target)
@@ -67,7 +67,7 @@ class SecondName:
         """A hard link to (else a copy of) ``source`` under a temporary name beside ``near``;
         FileNotFoundError when ``source`` does not exist."""
         seen = _identity(source)
-        near.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(near.parent)
         path = temporary_name(near)
         link_or_copy(source, path)
         return cls(source, path, seen)

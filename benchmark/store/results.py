@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmark.core.files import (
     TMP_SUFFIX,
+    make_dirs,
     save_weights,
     tmp_prefix,
     unique_stamp,
@@ -259,7 +260,7 @@ class Store:
         they stay in place until replaced), then the record is moved. False when the result
         changed meanwhile (possible only without the lock): look again."""
         folder, name = self.archive_dir(), f"{run_id}-{unique_stamp()}"
-        folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(folder)
         weights, moved = folder / f"{name}.pt", folder / f"{name}.json"
         with contextlib.suppress(FileNotFoundError):
             if old is None or not old.move_to(weights):
@@ -334,7 +335,7 @@ class Store:
         """Archive a staged result that did not become the run's, its staged ``weights`` first
         (moved beside it as ``.pt``); returns the record's archive path."""
         folder = self.archive_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(folder)
         kept = folder / f"{run_id}-{unique_stamp()}.json"
         if weights is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -361,7 +362,7 @@ class Store:
     def _archive(self, path: Path, tag: str, keep: bool = False) -> Path:
         """Put ``path`` into ``archive/`` under a unique name; ``keep`` leaves it in place too."""
         folder = self.archive_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        make_dirs(folder)
         target = folder / f"{path.stem}-{unique_stamp()}{tag}.json"
         if not keep:
             os.replace(path, target)
@@ -433,7 +434,7 @@ class Store:
                     staged.unlink(missing_ok=True)
                 else:  # perhaps the only copy of a result's weights: kept
                     kept = self.archive_dir() / f"{run_id}-{unique_stamp()}.pt"
-                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    make_dirs(kept.parent)
                     os.replace(staged, kept)
                 removed.append(staged)
         return removed

@@ -20,7 +20,7 @@ import torch
 from benchmark.config.parse import config_to_dict
 from benchmark.config.run import RunConfig, check, run_identity
 from benchmark.core.errors import ConfigError
-from benchmark.core.files import CorruptFileError, finite_json, load_checkpoint
+from benchmark.core.files import CorruptFileError, finite_json, load_checkpoint, make_dirs
 from benchmark.measure.run_latency import measure_after_training
 from benchmark.models.pretrained import require_available
 from benchmark.store.records import check_record
@@ -154,7 +154,7 @@ def check_runtime(cfg: RunConfig) -> None:
         )
     root = Path(cfg.output.dir)
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_dirs(root)
         with tempfile.TemporaryFile(dir=root):
             pass
     except OSError as err:

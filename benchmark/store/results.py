@@ -188,17 +188,24 @@ class Store:
             with contextlib.suppress(FileNotFoundError):
                 old = SecondName.make(target, target)
         held = HeldSignals()
+        placed = None
         try:
             with self.lock("store"):
                 held.hold()  # a Ctrl-C lands after the renames and the lock's release
-                return self._place(staged, new, old, record, force=force, replaces=replaces)
+                placed = self._place(staged, new, old, record, force=force, replaces=replaces)
         finally:
-            new.discard()
-            if old is not None:
-                old.discard()
-            # Only now, with the store lock released: a signal that ends the process finds no
-            # lock of this write held (the run's own lock goes by the signal's handler).
-            held.deliver()
+            try:
+                # Only now, with the store lock released: a signal that ends the process finds
+                # no lock of this write held (the run's own lock goes by the signal's handler).
+                held.deliver()
+            finally:
+                # Out of the lock too: removing a copy frees its blocks (~40 ms for 150 MB).
+                for name in (new, old):
+                    if name is not None:
+                        name.discard()
+                if placed is not None:  # the staged weights are a second name now (or moved)
+                    staged_weights.unlink(missing_ok=True)
+        return placed
 
     def _place(
         self,
@@ -241,8 +248,7 @@ class Store:
             # Without a lock, another writer's weights came in between: ours go in place (a
             # rename, so the staged name goes with it).
             os.replace(staged_weights, target)
-        staged_weights.unlink(missing_ok=True)
-        return self.result_path(run_id)
+        return self.result_path(run_id)  # the staged name goes after the lock's release
 
     def _finished_result(self, run_id: str) -> dict[str, Any] | None:
         """The run's finished result as it is now; None when it has none."""

@@ -8,52 +8,23 @@ import errno
 import os
 import pwd
 import stat
-import sys
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from reporting.test_keep import fake_result, smoke_runs
-from store.test_file_modes import shared_folder, umask, write_store  # noqa: F401 (fixture)
+from store.test_file_modes import (  # noqa: F401 (shared_folder: a fixture)
+    as_nobody,
+    shared_folder,
+    umask,
+    write_store,
+)
 
 from benchmark.cli import main
 from benchmark.cli.app import COMMANDS
 from benchmark.store.results import Store
 
 SPEC = "appendix-cifar10-results"
-
-
-def as_nobody(work: Callable[[], int]) -> tuple[int, str]:
-    """``work()`` in a forked child that is user nobody (in group nogroup only): its result
-    and what it wrote to stderr. Skips where the test cannot change user."""
-    if os.geteuid() != 0:
-        pytest.skip("acting as another user needs root, to switch to user nobody")
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("this machine has no user nobody")
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop root, work, exit at once with its result
-        code = 99
-        sys.stderr = os.fdopen(writer, "w", buffering=1)  # pytest's capture is not fd 2
-        try:
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            code = work()
-        except BaseException:  # noqa: BLE001 (said on stderr, for the test's message)
-            traceback.print_exc()
-        finally:
-            sys.stderr.flush()
-            os._exit(code)
-    os.close(writer)
-    with os.fdopen(reader) as fh:
-        said = fh.read()
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), said
 
 
 def folders(root: Path) -> dict[str, int]:

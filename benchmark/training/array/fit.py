@@ -54,7 +54,7 @@ def array_key(cfg: RunConfig) -> tuple[Any, ...]:
     # A method with a hook between backward and step (GSM, LC, DPF, DNW) groups its optimizer's
     # parameters its own way and steps its arrays eagerly: its runs share arrays with its own.
     own = cfg.method.name if hooks_between(cls) else ""
-    return (cfg.model.name, repr(cfg.data), epochs, cfg.optim.bf16, pack_key(cfg), own)
+    return (cfg.model.name, repr(cfg.data), epochs, cfg.optim.precision(), pack_key(cfg), own)
 
 
 def form_arrays(
@@ -92,7 +92,7 @@ def why_not_together(trainers: Sequence[Any]) -> str:
         ("epochs", lambda t: t.total_epochs),
         ("epoch to resume from", lambda t: t.state.epoch),
         ("device", lambda t: str(t.device)),
-        ("bf16", lambda t: t.cfg.optim.bf16),
+        ("precision", lambda t: t.cfg.optim.precision()),
     ):
         values = {value(t) for t in trainers}
         if len(values) > 1:

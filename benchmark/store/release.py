@@ -7,12 +7,15 @@ once (their process is gone), but a job on another node waited out ``PRUNEBENCH_
 While this process holds a lock, each such signal gets a handler that removes every lock file the
 process holds (those that still name it) and then lets the signal end the process as it would
 have (the same exit status). Signals that have a handler of their own keep it: Ctrl-C's
-KeyboardInterrupt and submitit's SystemExit unwind through the locks' own release. SIGKILL (and
-SIGQUIT, the way out that is left alone) cannot be answered: such a lock is recovered as before.
+KeyboardInterrupt and submitit's SystemExit unwind through the locks' own release (and a lock
+still held when the interpreter exits, an interruption having landed where no ``finally`` covers
+it, is removed at exit). SIGKILL (and SIGQUIT, the way out that is left alone) cannot be
+answered: such a lock is recovered as before.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import threading
@@ -89,3 +92,6 @@ def _unanswer() -> None:
         if signal.getsignal(signum) is _end:
             signal.signal(signum, signal.SIG_DFL)
         _ANSWERED.discard(signum)
+
+
+atexit.register(remove_all)

@@ -152,3 +152,22 @@ def test_without_hard_links_the_held_window_copies_nothing(
     old = load_checkpoint(archived.with_suffix(".pt"))["w"]
     assert torch.equal(old, torch.full((3,), 1.0))
     assert not [p for p in tmp_path.rglob(".*") if p.is_file()]  # no staged or temporary file
+
+
+def test_a_lock_never_released_goes_when_the_interpreter_exits(tmp_path: Path) -> None:
+    """An interruption that lands where no ``finally`` covers the lock (between taking it and
+    the block that releases it) ends the process normally: the lock goes at exit."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "run-r.lockfile"
+    script = (
+        "import sys; from pathlib import Path; from benchmark.store.locking import LockFile\n"
+        "LockFile(Path(sys.argv[1])).acquire()\n"
+        "raise KeyboardInterrupt  # as a Ctrl-C right after the lock was taken"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script, str(path)], cwd=root, timeout=60,
+                          capture_output=True)  # fmt: skip
+    assert done.returncode != 0 and b"KeyboardInterrupt" in done.stderr
+    assert not path.exists()

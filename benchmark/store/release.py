@@ -78,7 +78,8 @@ def _answer() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     for signum in ENDING:
-        if signum not in _ANSWERED and signal.getsignal(signum) == signal.SIG_DFL:
+        # _end itself: restored by a window that held signals after it forgot the signal.
+        if signum not in _ANSWERED and signal.getsignal(signum) in (signal.SIG_DFL, _end):
             signal.signal(signum, _end)
             _ANSWERED.add(signum)
 

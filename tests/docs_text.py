@@ -18,6 +18,7 @@ PAGES = (
     ROOT / "benchmark" / "reporting" / "README.md",
     ROOT / "benchmark" / "tasks" / "README.md",
     ROOT / "benchmark" / "bench" / "README.md",
+    ROOT / "benchmark" / "cli" / "README.md",
     ROOT / "methods" / "README.md",
     ROOT / "slurm" / "README.md",
     ROOT / "results" / "README.md",

@@ -159,10 +159,10 @@ def _model_rows(args: argparse.Namespace, model: str, mode: str, compiled: str) 
     """One table of the model part: a row per K, at one ``runtime.compile`` setting."""
     head = "".join(f"{'array ' + layout:>14s}{'timed':>10s}" for layout in args.layouts)
     head += "".join(f"{name:>14s}" for name, _, _ in _core_columns(args))
-    packs = [k for k in args.ks if k in args.pack_ks]
+    packs = [] if args.no_baselines else [k for k in args.ks if k in args.pack_ks]
     title = f"{model} {mode} compile={compiled}"
     print(f"\n{title}{'K':>5s}{head}{'packing':>12s}{'one run':>12s}  (images/s)")
-    one = _figure(_packed, args, model, 1)
+    one = "-" if args.no_baselines else _figure(_packed, args, model, 1)
     for k in args.ks:
         cells = [_figures(array_harness, args, model, k, lay, compiled) for lay in args.layouts]
         line = "".join(f"{wall:>14s}{timed:>10s}" for wall, timed in cells)
@@ -175,6 +175,8 @@ def _model_rows(args: argparse.Namespace, model: str, mode: str, compiled: str) 
 def _core_columns(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
     """The ``--core`` columns: (heading, layout, captured), captured ones on CUDA only."""
     graphs = (False, True) if args.dev.type == "cuda" else (False,)
+    if args.no_baselines and args.dev.type == "cuda":
+        graphs = (True,)
     return [
         (f"{'graph' if graph else 'core'} {layout}", layout, graph)
         for layout in args.core
@@ -242,10 +244,12 @@ def equality_part(args: argparse.Namespace) -> bool:
     # The noise floor: on a GPU, the runs alone with non-deterministic (autotuned) kernels; on
     # the CPU, at 2 threads.
     rounding = "runtime.deterministic=false" if cuda else "runtime.threads=2"
-    extra = [f"runtime.device={args.dev}"]
+    extra = [f"runtime.device={args.dev}", f"runtime.compile={args.compile[0]}"]
     with tempfile.TemporaryDirectory() as root:
-        comparison, _ = check_array(Path(root), rounding, args.layouts[0], extra)
-    print(f"\nequality ({args.layouts[0]}, {args.dev}): {comparison.text()}")
+        comparison, array = check_array(Path(root), rounding, args.layouts[0], extra)
+    compiled = any(isinstance(r, dict) and r["metrics"]["array"].get("compiled") for r in array)
+    where = f"{args.layouts[0]}, {args.dev}, compile={args.compile[0]}, compiled={compiled}"
+    print(f"\nequality ({where}): {comparison.text()}")
     print("equality holds" if comparison.holds() else "EQUALITY FAILS", flush=True)
     return comparison.holds()
 
@@ -262,6 +266,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"of {LAYOUTS}")
     p.add_argument("--core", default="", help=f"bare-iteration columns' layouts, of {LAYOUTS}")
     p.add_argument("--compile", default="off", help="runtime.compile settings, of off, on")
+    p.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="no packing, one-run or eager bare-step columns (what compiling is compared by)",
+    )
     p.add_argument("--precisions", default="fp32,bf16", help="of the layer part")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--iters", type=int, default=20, help="timed iterations (per epoch)")

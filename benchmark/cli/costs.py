@@ -189,6 +189,7 @@ def cost_text(
     runs trained as arrays of up to that many (``--array``), priced at a calibrated array rate;
     ``parents``: the runs' parents where the caller keeps them (``training.passes.Parents``).
     """
+    from benchmark.core.textwidth import fit_table, width_of
     from benchmark.launch.estimate import Throughputs, estimate, workload
 
     throughputs = Throughputs.of_store(store, records)
@@ -214,12 +215,7 @@ def cost_text(
                 _peak(line) + (" (est.)" if line.peak_estimated else ""),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        cells = [r[0].ljust(widths[0])] + [
-            v.rjust(w) for v, w in zip(r[1:], widths[1:], strict=True)
-        ]
-        lines.append("  " + "  ".join(cells))
+    lines.append(fit_table(rows, width_of(), align="lrrrrrr", margin="  "))
     total = est.total
     if total.known:
         bound = "at least " if total.at_dense_rate else ""

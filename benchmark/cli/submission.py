@@ -4,14 +4,53 @@ first), reading the datasets from another folder where asked.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
+
+
+def run_missing(
+    configs: list[RunConfig],
+    store: Any,
+    name: str,
+    args: argparse.Namespace,
+    stage: int | None,
+    parents: Any,
+) -> None:
+    """Check, then submit, the unfinished ``configs`` of ``reproduce`` (of a stage of staged
+    tuning): every check a run makes before any compute is made for all of them (and their
+    dense parents) before the first one starts."""
+    from benchmark.training.preflight import check_plan
+
+    missing = [c for c in configs if not store.is_finished(c.run_id)]
+    if args.data_root is not None:
+        missing = reading_from(missing, args.data_root, args.scale)
+    if args.measure_latency:
+        from benchmark.measure.run_latency import asking_for_latency
+
+        missing = [asking_for_latency(c) for c in missing]
+    if stage is not None:
+        print(f"[reproduce] staged tuning, stage {stage}: {len(missing)} runs to train",
+              file=sys.stderr)  # fmt: skip
+    check_plan(missing, parents, store.is_finished, here=args.executor != "slurm")
+    submit_missing(
+        missing,
+        args.executor,
+        args.store,
+        name=f"{name}-{args.scale}",
+        workers=args.workers,
+        profile=args.profile,
+        runs_per_gpu=args.runs_per_gpu,
+        array=args.array,
+        retry_failed=args.retry_failed,
+    )
 
 
 def submit_missing(
@@ -24,6 +63,7 @@ def submit_missing(
     profile: str | None = None,
     runs_per_gpu: int = 1,
     array: int = 1,
+    retry_failed: bool = False,
 ) -> list[str]:
     """Submit the configs the store has not finished; returns their run ids.
 
@@ -62,7 +102,9 @@ def submit_missing(
     )
     grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")
     expansion = Expansion(grid, [GridRun(c.run_id, c, {}) for c in missing], len(missing))
-    result = launch.submit_grid(expansion, Path(store_dir).resolve(), settings, out=sys.stderr)
+    result = launch.submit_grid(
+        expansion, Path(store_dir).resolve(), settings, retry_failed=retry_failed, out=sys.stderr
+    )
     print(result.summary(), file=sys.stderr)
     return list(result.submitted_runs)
 

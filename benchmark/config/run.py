@@ -174,11 +174,12 @@ class RuntimeConfig:
     # noise (the extra parameters' gradients are summed in another order).
     reparam: typing.Literal["batched", "per-layer"] = "batched"
     # An array's captured step (benchmark.training.array) compiled with torch.compile, so that
-    # Inductor fuses each BatchNorm with its ReLU and residual add: "auto" on CUDA for the
-    # grouped layout (ResNet-56, K = 32, bf16 on an H200: 1.34x the uncompiled step; about a
-    # minute of compiling when an array starts, counted as capture, not training), "on" for
-    # every captured array step, "off" never. Results agree to float noise.
-    compile: typing.Literal["auto", "on", "off"] = "auto"
+    # Inductor fuses each BatchNorm with its ReLU and residual add: "on" for every captured
+    # array step, "auto" on CUDA for the grouped layout, "off" (the default until the compiled
+    # step has run through the harness on a GPU: its bare step measured 1.34x the uncompiled
+    # one, ResNet-56, K = 32, bf16 on an H200). About a minute of compiling when an array
+    # starts, counted as capture, not training. Results agree to float noise (on the CPU).
+    compile: typing.Literal["auto", "on", "off"] = "off"
 
 
 @dataclass

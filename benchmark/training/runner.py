@@ -6,7 +6,6 @@ import contextlib
 import platform
 import socket
 import subprocess
-import tempfile
 import time
 import traceback
 import warnings
@@ -18,11 +17,11 @@ from typing import Any
 import torch
 
 from benchmark.config.parse import config_to_dict
-from benchmark.config.run import RunConfig, check, run_identity
+from benchmark.config.run import RunConfig, run_identity
 from benchmark.core.errors import ConfigError
-from benchmark.core.files import CorruptFileError, load_checkpoint
+from benchmark.core.files import CorruptFileError, finite_json, load_checkpoint
 from benchmark.measure.run_latency import measure_after_training
-from benchmark.models.pretrained import require_available
+from benchmark.store.records import check_record
 from benchmark.store.results import (
     FAILED,
     FINISHED,
@@ -39,12 +38,12 @@ from benchmark.training.distributed import (
     spawn,
     world_size,
 )
+from benchmark.training.preflight import check_before_compute
 from benchmark.training.process_checks import (
     check_batchnorm_processes,
     check_gpus,
     check_runs_for_processes,
 )
-from benchmark.training.validation import validate
 from methods import get_method
 
 
@@ -132,44 +131,6 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
         ) from None
 
 
-def check_runtime(cfg: RunConfig) -> None:
-    """Refuse, before anything is written, a device this machine lacks or an unwritable store."""
-    dev = cfg.runtime.device
-    if dev.startswith("cuda"):
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        index = int(dev.split(":", 1)[1]) if ":" in dev else 0
-        check(
-            index < count,
-            "runtime.device",
-            dev,
-            f"a device this machine has: {count} CUDA device(s) here; use 'auto' or 'cpu'",
-        )
-    if dev == "mps":
-        check(
-            torch.backends.mps.is_available(),
-            "runtime.device",
-            dev,
-            "a device this machine has: MPS is not available here; use 'auto' or 'cpu'",
-        )
-    root = Path(cfg.output.dir)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=root):
-            pass
-    except OSError as err:
-        raise ConfigError(
-            "output.dir", cfg.output.dir, f"a folder this process can create and write ({err})"
-        ) from None
-
-
-def check_weights(cfg: RunConfig) -> None:
-    """Refuse, before anything is written, named pretrained weights (``model.pretrained``)
-    this machine lacks, for a run that loads them: one without a dense parent (a child starts
-    from its parent's weights, and its parent's own run checks them)."""
-    if cfg.model.pretrained and get_method(cfg.method.name)(cfg).parent_config() is None:
-        require_available(cfg.model.pretrained)
-
-
 def execute(
     cfg: RunConfig,
     *,
@@ -211,9 +172,7 @@ def _missing_folders(path: Path) -> list[Path]:
 def _execute(
     cfg: RunConfig, *, force: bool, require_resume: bool, wait_for_lock: bool
 ) -> dict[str, Any]:
-    validate(cfg)
-    check_runtime(cfg)
-    check_weights(cfg)
+    check_before_compute(cfg)
     check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, world_size())
     store = Store(cfg.output.dir)
     rid = cfg.run_id
@@ -225,6 +184,7 @@ def _execute(
         raise RunLockedError(f"run {rid} is already running: {err}") from None
     try:
         if is_main():
+            store.check_lock("store")  # a FIFO there would stop the final write: say so now
             store.clean_run_files(rid)
         barrier()  # every rank sees the same store from here on
         return _execute_locked(cfg, store, force=force, require_resume=require_resume)
@@ -299,6 +259,7 @@ class Session:
             "parent_run_id": self.parent_id,
             "config": config_to_dict(cfg),
             "identity": run_identity(cfg),
+            "task": trainer.task.name,
             "metrics": metrics,
             "history": trainer.state.history,
             "resumed": self.resumed,
@@ -307,6 +268,8 @@ class Session:
             "started": self.started,
             "finished": time.time(),
         }
+        # The store's own reading of the record: what it would refuse is a bug here, not there.
+        check_record(finite_json(record), rid)
         if is_main():
             # The first finished result wins even where locks fail: a forced rerun replaces only
             # the result it started from; a result that comes second is archived with its weights.

@@ -23,6 +23,7 @@ SCHEDULE_TABLE = "appendix-schedule-comparison-cifar10-oneshot"
 
 def test_plot_on_an_empty_store_says_so_and_fails(tmp_path: Path, capsys) -> None:
     out = tmp_path / "figures"
+    (tmp_path / "runs").mkdir()  # a store without runs (tests/cli/test_helpful_errors.py: none)
     code = main(["plot", "cifar10-envelope", "--store", str(tmp_path / "runs"), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 1

@@ -112,7 +112,11 @@ def _record(cfg, device: str, **metrics) -> dict:
         "status": "finished",
         "method": cfg.method.name,
         "config": config_to_dict(cfg),
-        "metrics": {"test": {"ppl": 9.0}, "val": {"ppl": 9.0}, **metrics},
+        "metrics": {
+            "test": {"ppl": 9.0, "neg_ppl": -9.0, "top1": 0.5},
+            "val": {"ppl": 9.0, "neg_ppl": -9.0, "top1": 0.5},
+            **metrics,
+        },
         "environment": {"device": "cuda:0", "device_name": device},
     }
 

@@ -49,7 +49,7 @@ def test_masks_equal_a_float64_implementation_on_the_tiny_llama(scope: str, a: f
         linears = {n: m for n, m in layer.named_modules() if isinstance(m, torch.nn.Linear)}
         seen: dict[str, list[torch.Tensor]] = {n: [] for n in linears}
         hooks = [
-            m.register_forward_hook(lambda _m, i, _o, n=n: seen[n].append(i[0].detach()))
+            m.register_forward_hook(lambda _m, i, _o, s=seen[n]: s.append(i[0].detach()))
             for n, m in linears.items()
         ]
         with torch.no_grad():

@@ -20,6 +20,7 @@ from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError, DatasetError, check
 from benchmark.data.presence import check_data_files
 from benchmark.models.pretrained import require_available
+from benchmark.tasks.zero_shot import check_zero_shot_data
 from benchmark.training.passes import Parents
 from benchmark.training.validation import validate
 from methods import get_method
@@ -80,6 +81,7 @@ def check_before_compute(cfg: RunConfig) -> None:
     check_device(cfg)
     check_weights(cfg)
     check_data_files(cfg.data)
+    check_zero_shot_data(cfg)
     check_store(cfg)
 
 
@@ -89,6 +91,7 @@ PLAN_CHECKS: tuple[tuple[Callable[[RunConfig], object], Callable[[RunConfig], No
     (lambda c: c.runtime.device, check_device),
     (lambda c: (c.method.name, repr(c.model), repr(c.data)), check_weights),
     (lambda c: repr(c.data), lambda c: check_data_files(c.data)),
+    (lambda c: tuple(c.eval.zero_shot), check_zero_shot_data),
     (lambda c: c.output.dir, check_store),
 )
 

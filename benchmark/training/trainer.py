@@ -441,7 +441,7 @@ class Trainer(EpochLoop):
         test = self.evaluate("test")
         val = self.evaluate("val")
         last_loss = self.state.history[-1]["train_loss"] if self.state.history else float("nan")
-        return {
+        metrics = {
             "test": test,
             "val": val,
             "train_loss": last_loss,
@@ -449,6 +449,11 @@ class Trainer(EpochLoop):
             **self.task.speedup(self.model, self.data),
             **{k: v for k, v in self.ctx.record.items()},
         }
+        if self.cfg.eval.zero_shot:  # language models: lm-eval's tasks on the final model
+            from benchmark.tasks.zero_shot import evaluate_zero_shot
+
+            metrics["zero_shot"] = evaluate_zero_shot(self.model, self.data.encode, self.cfg)
+        return metrics
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The trained model's state dict on the CPU."""

@@ -231,6 +231,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     except (RunLockedError, CorruptFileError) as err:
         print(f"prunebench: {err}", file=sys.stderr)
         return EXIT_FAILURE
+    except OSError as err:  # a write the filesystem refused: the file, why and the fix
+        from benchmark.store.errors import storage_error
+
+        line = storage_error(err)
+        if line is None:
+            raise
+        print(f"prunebench: {line}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         # Ctrl-C is a user's choice, not a crash: no traceback; say how the work continues.
         trains = args.command in ("run", "demo", "reproduce")
@@ -402,7 +410,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = Path(args.run)
     if path.suffix == ".json" and path.exists():
-        record = json.loads(path.read_text())
+        from benchmark.core.errors import CorruptFileError
+        from benchmark.store.errors import CorruptRecord
+        from benchmark.store.records import read_record
+
+        try:
+            record = read_record(path)  # a FIFO or a device is refused, never read
+        except CorruptRecord as err:
+            raise CorruptFileError(path, str(err)) from None
     else:
         record = Store(args.store).read(args.run)
     if record is None:

@@ -33,6 +33,9 @@ class LMRow:
     label: str
     method: str
     fixed: Mapping[str, Any] = field(default_factory=dict)
+    # The column budgets the row is planned in (empty: every column), e.g. a channel
+    # permutation only under N:M patterns.
+    budgets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class LMGrid:
         out = []
         for row in self.rows:
             for col in self.columns:
+                if row.budgets and col.budget not in row.budgets:
+                    continue
                 for seed in self.problem.seeds:
                     values = {"method.name": row.method, **self.settings, **col.settings}
                     values |= {**row.fixed, "seed": seed}
@@ -76,6 +81,13 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
 
     kind = "table"
     from_paper = False
+    # The sub-columns of every goal: perplexity and sparsity, or e.g. zero-shot accuracies.
+    metrics: tuple[str, ...] = ("ppl", "sparsity")
+    # Those of the smoke scale when they differ (e.g. the smoke zero-shot task's column).
+    smoke_metrics: tuple[str, ...] = ()
+    # The settings the published numbers were measured with, per paper-scale section (dotted
+    # config keys -> value); ``--paper`` warns where the runs set beside them differ.
+    paper_settings: Mapping[str, Mapping[str, Any]] = {}
 
     def __init__(
         self,
@@ -123,6 +135,25 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
         ]
         return pd.DataFrame(rows)
 
+    def paper_differences(self, scale: Scale) -> list[str]:
+        """Where the runs set beside published numbers differ from the settings those numbers
+        were measured with (:attr:`paper_settings`): one line per section and setting."""
+        sections = {section for section, *_ in self.published}
+        grids = [(g, g.section) for g in self.grids[scale] if g.section in sections]
+        if scale == "smoke" and self.smoke_reference:
+            grids = [(self.grids["smoke"][0], self.smoke_reference)]
+        lines = []
+        for grid, reference in grids:
+            configs = [run.cfg for run in grid.planned("runs")]
+            for key, published in self.paper_settings.get(reference, {}).items():
+                used = sorted({str(setting(cfg, key)) for cfg in configs})
+                if used != [str(published)]:
+                    lines.append(
+                        f"{grid.section}: {key} = {', '.join(used)}, where the published "
+                        f"numbers ({reference}) used {published}"
+                    )
+        return lines
+
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         return [run for grid in self.grids[scale] for run in grid.planned(store)]
 
@@ -138,5 +169,20 @@ class LMTable(GridExperiment[tuple[LMGrid, ...]]):
             for g in grids
         )
         return TableLayout(
-            blocks=blocks, budgets=budgets, metrics=("ppl", "sparsity"), highlight_metric="ppl"
+            blocks=blocks,
+            budgets=budgets,
+            metrics=(scale == "smoke" and self.smoke_metrics) or self.metrics,
+            highlight_metric="ppl",
         )
+
+
+def setting(cfg: Any, key: str) -> Any:
+    """The value of a dotted config key (``data.max_length``; a method's hyperparameters as
+    ``method.<name>``); None when the config has no such key."""
+    section, _, name = key.rpartition(".")
+    node = cfg
+    for part in section.split(".") if section else ():
+        node = getattr(node, part, None)
+    if section == "method" and not hasattr(node, name):
+        node = getattr(node, "params", None)
+    return getattr(node, name, None)

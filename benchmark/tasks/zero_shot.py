@@ -56,8 +56,8 @@ def is_yaml(entry: str) -> bool:
 
 
 def validate_zero_shot(cfg: RunConfig, language_model: bool) -> None:
-    """The checks that read no data: the entries, that the model is a ``language_model`` and
-    that lm-eval is installed."""
+    """The checks that need neither data nor lm-eval (a plan is made without them): the
+    entries and that the model is a ``language_model``."""
     tasks, batch = cfg.eval.zero_shot, cfg.eval.zero_shot_batch_size
     check(batch >= 1, "eval.zero_shot_batch_size", batch, "an integer >= 1")
     if not tasks:
@@ -73,7 +73,6 @@ def validate_zero_shot(cfg: RunConfig, language_model: bool) -> None:
         check(bool(entry.strip()), FIELD, entry, "a task name or a task YAML file")
         if is_yaml(entry):
             check(Path(entry).is_file(), FIELD, entry, "an existing lm-eval task YAML file")
-    check(lm_eval_version() is not None, FIELD, tasks, INSTALL)
 
 
 def task_spec(entry: str) -> str | dict[str, Any]:
@@ -157,8 +156,10 @@ def load_tasks(entries: Sequence[str]) -> dict[str, Any]:
 
 
 def check_zero_shot_data(cfg: RunConfig) -> None:
-    """Before any compute: every zero-shot task loads offline (see :func:`load_tasks`)."""
+    """Before any compute: lm-eval is installed and every zero-shot task loads offline (see
+    :func:`load_tasks`)."""
     if cfg.eval.zero_shot:
+        check(lm_eval_version() is not None, FIELD, cfg.eval.zero_shot, INSTALL)
         load_tasks(cfg.eval.zero_shot)
 
 

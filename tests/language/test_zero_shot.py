@@ -154,9 +154,11 @@ def test_zero_shot_settings_are_checked_and_an_empty_list_keeps_run_ids(tmp_path
     for config, says in bad:
         with pytest.raises(ConfigError, match=says):
             validate(config)
+    # Without lm-eval a plan is still made; a run stops before any compute, saying what to do.
     monkeypatch.setattr(zero_shot, "lm_eval_version", lambda: None)
+    validate(with_zero_shot(cfg, ["boolq"]))
     with pytest.raises(ConfigError, match=r"pip install -e '\.\[llm\]'"):
-        validate(with_zero_shot(cfg, ["boolq"]))
+        zero_shot.check_zero_shot_data(with_zero_shot(cfg, ["boolq"]))
 
 
 def test_only_language_models_take_zero_shot_tasks() -> None:

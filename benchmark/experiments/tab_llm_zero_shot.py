@@ -1,0 +1,48 @@
+"""Zero-shot accuracy after one-shot pruning, as Wanda's zero-shot table reports it: BoolQ, RTE,
+HellaSwag, WinoGrande, ARC-e, ARC-c and OpenBookQA through lm-evaluation-harness (accuracy,
+no few-shot examples) and their mean, with WikiText-2 perplexity beside, for the dense model,
+magnitude, SparseGPT, Wanda and RIA at 50% unstructured sparsity on Llama-2 7B/13B/70B.
+
+Wanda's zero-shot cell values (arXiv 2306.11695) were not reachable as text here (its README
+gives perplexity only), so the table has no published numbers beside it. Smoke scale: the tiny
+Llama of the one-shot table, scored on the shipped ``pydoc_cloze`` task (which of four spans of
+CPython's documentation continues a passage; chance 25%).
+"""
+
+from benchmark.experiments.llm_problems import LLAMA2, LM_SMOKE, SMOKE_PARENT_EPOCHS
+from benchmark.experiments.llm_tables import LMColumn, LMGrid, LMRow, LMTable
+
+# The lm-eval tasks of Wanda's table (benchmark.tasks.zero_shot.PAPER_TASKS).
+TASKS = ("boolq", "rte", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa")
+SMOKE_TASKS = ("pydoc_cloze",)
+ROWS = (
+    LMRow("Dense", "oneshot_magnitude", {"method.sparsity": 0.0}),
+    LMRow("Magnitude", "oneshot_magnitude"),
+    LMRow("SparseGPT", "sparsegpt"),
+    LMRow("Wanda", "wanda"),
+    LMRow("RIA", "ria"),
+)
+COLUMNS = (LMColumn(50, "unstructured", {"method.pattern": "unstructured"}),)
+
+SPEC = LMTable(
+    "llm-zero-shot",
+    "Language models, zero-shot accuracy (lm-eval, 7 tasks) after one-shot pruning at 50%",
+    smoke=(
+        LMGrid(
+            LM_SMOKE,
+            "tiny Llama (pydoc)",
+            ROWS,
+            COLUMNS,
+            {"method.parent_epochs": SMOKE_PARENT_EPOCHS, "eval.zero_shot": list(SMOKE_TASKS)},
+        ),
+    ),
+    paper=tuple(
+        LMGrid(p, p.name, ROWS, COLUMNS, {"eval.zero_shot": list(TASKS)}) for p in LLAMA2.values()
+    ),
+)
+SPEC.metrics = ("ppl", *(f"zs_{t}" for t in TASKS), "zs_mean")
+SPEC.smoke_metrics = ("ppl", *(f"zs_{t}" for t in SMOKE_TASKS))
+SPEC.unpublished = (
+    "Wanda's zero-shot cell values (arXiv 2306.11695) were not reachable as text here; its "
+    "README (locuslab/wanda) gives WikiText-2 perplexity only"
+)

@@ -4,6 +4,11 @@ authors' READMEs print them) and ``--paper``'s warning where the runs' settings 
 
 from __future__ import annotations
 
+import io
+
+import pandas as pd
+import pytest
+
 from benchmark.experiments.registry import get_experiment
 from benchmark.experiments.tab_llm_zero_shot import TASKS
 
@@ -69,3 +74,28 @@ def test_paper_flag_warns_where_the_runs_settings_differ_from_the_published(tmp_
     # At paper scale the planned runs use the published settings: nothing to warn about.
     assert get_experiment("llm-owl").paper_differences("paper") == []
     assert get_experiment("llm-oneshot-wikitext2").paper_differences("paper") == []
+
+
+def test_the_table_prints_each_zero_shot_task_and_the_mean_from_the_records(tmp_path, capsys):
+    from fake_runs import finish
+
+    from benchmark.cli import main
+
+    spec = get_experiment("llm-zero-shot")
+    store = tmp_path / "runs"
+    for i, run in enumerate(r for r in spec.runs("paper", store) if r.section == "Llama-2-7B"):
+        tasks = {t: {"acc": 0.5 + 0.01 * i + 0.001 * k} for k, t in enumerate(TASKS)}
+        mean = sum(t["acc"] for t in tasks.values()) / len(tasks)
+        finish(store, run.cfg, val=0.0, test=0.0, zero_shot={"tasks": tasks, "mean_acc": mean})
+        if run.row == "Wanda":
+            wanda_values = (tasks["arc_challenge"]["acc"], mean)
+    table = ["table", "llm-zero-shot", "--scale", "paper", "--store", str(store)]
+    assert main(table) == 0
+    out = capsys.readouterr().out
+    for header in ("BoolQ", "RTE", "HellaSwag", "WinoGrande", "ARC-e", "ARC-c", "OBQA", "Mean"):
+        assert header in out
+    assert main([*table, "--format", "csv"]) == 0
+    cells = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    wanda = cells[(cells.section == "Llama-2-7B") & (cells.row == "Wanda")].set_index("metric")
+    assert wanda.loc["zs_arc_challenge", "mean"] == pytest.approx(100 * wanda_values[0])
+    assert wanda.loc["zs_mean", "mean"] == pytest.approx(100 * wanda_values[1])

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -263,7 +263,11 @@ class OneShotLM(Method):
     def parent_config(self) -> RunConfig | None:
         if self.params.parent_epochs == 0:
             return None
-        return dense_parent(self.cfg, self.params.parent_epochs)
+        from benchmark.config.parse import replace_section
+
+        parent = dense_parent(self.cfg, self.params.parent_epochs)
+        # The zero-shot tasks score this run, not the dense parent it starts from.
+        return replace_section(parent, eval=replace(parent.eval, zero_shot=[]))
 
     def schedule_lrs(self, iters_per_epoch: int) -> np.ndarray:
         n = self.total_epochs() * iters_per_epoch

@@ -321,8 +321,6 @@ def dense_parent(
         budget=BudgetConfig(epochs=epochs),
         method=MethodConfig(name="dense", params=NoParams()),
         finetune=FinetuneConfig(),
-        # The child's zero-shot tasks score the child, not the parent it starts from.
-        eval=replace(cfg.eval, zero_shot=[]),
     )
 
 

@@ -11,9 +11,8 @@ README captions its table "WikiText validation perplexity"; the code it builds o
 at 70%; a tiny model has few outlier features, so OWL's gain is printed as measured.
 """
 
-from benchmark.experiments.llm_problems import LM_SMOKE, SMOKE_PARENT_EPOCHS, pretrained_lm
-from benchmark.experiments.llm_tables import LMColumn, LMGrid, LMRow, LMTable
-from benchmark.experiments.tab_llm_zero_shot import TASKS
+from benchmark.experiments.llm_comparison import published_table
+from benchmark.experiments.llm_tables import LMColumn, LMRow
 
 OWL = {"method.allocation": "owl"}
 ROWS = (
@@ -32,7 +31,6 @@ MODELS = {
     "LLaMA-65B": "huggyllama/llama-65b",
     "OPT-6.7B": "facebook/opt-6.7b",
 }
-PROBLEMS = tuple(pretrained_lm(name, repo, 2048) for name, repo in MODELS.items())
 
 # The README's table, transcribed from its text (70% sparsity; Dense: the unpruned model).
 OWL_README = {
@@ -48,26 +46,12 @@ PUBLISHED = {
     for row, values in OWL_README.items()
     for section, value in zip(MODELS, values, strict=True)
 }
-PAPER_SETTINGS = {"eval.zero_shot": list(TASKS)}
-SETTINGS = {"data.max_length": 2048, "method.calibration_samples": 128, "seed": 0}
-
-SPEC = LMTable(
+SPEC = published_table(
     "llm-owl",
     "Language models, OWL's layer sparsities at 70%: WikiText-2 perplexity (OWL's README table)",
-    smoke=(
-        LMGrid(
-            LM_SMOKE,
-            "tiny Llama (pydoc)",
-            ROWS,
-            COLUMNS,
-            {"method.parent_epochs": SMOKE_PARENT_EPOCHS, "eval.zero_shot": ["pydoc_cloze"]},
-        ),
-    ),
-    paper=tuple(LMGrid(p, p.name, ROWS, COLUMNS, PAPER_SETTINGS) for p in PROBLEMS),
-    published=PUBLISHED,
-    source="luuyin/OWL README.md, 'Results' (WikiText perplexity at 70% sparsity)",
-    smoke_reference="LLaMA-7B",
+    MODELS,
+    ROWS,
+    COLUMNS,
+    PUBLISHED,
+    "luuyin/OWL README.md, 'Results' (WikiText perplexity at 70% sparsity)",
 )
-SPEC.metrics = ("ppl", "sparsity", "zs_mean")
-SPEC.smoke_metrics = ("ppl", "sparsity", "zs_pydoc_cloze")
-SPEC.paper_settings = {name: SETTINGS for name in MODELS}

@@ -11,9 +11,8 @@ also gives Wanda with channel permutation at 2:4 (22.03 on 8B); Wanda here has n
 so that cell is not set. Smoke scale: the tiny Llama with the same rows and columns.
 """
 
-from benchmark.experiments.llm_problems import LM_SMOKE, SMOKE_PARENT_EPOCHS, pretrained_lm
-from benchmark.experiments.llm_tables import LMColumn, LMGrid, LMRow, LMTable
-from benchmark.experiments.tab_llm_zero_shot import TASKS
+from benchmark.experiments.llm_comparison import published_table
+from benchmark.experiments.llm_tables import LMColumn, LMRow
 
 NM = ("2:4", "4:8")
 ROWS = (
@@ -29,7 +28,6 @@ COLUMNS = tuple(
     LMColumn(50, pattern, {"method.pattern": pattern}) for pattern in ("unstructured", *NM)
 )
 MODELS = {"LLaMA-3-8B": "meta-llama/Meta-Llama-3-8B", "LLaMA-3-70B": "meta-llama/Meta-Llama-3-70B"}
-PROBLEMS = tuple(pretrained_lm(name, repo, 2048) for name, repo in MODELS.items())
 
 # The README's tables, transcribed from their text: (model, row, pattern) -> perplexity.
 RIA_README = {
@@ -54,27 +52,13 @@ RIA_README = {
     ("LLaMA-3-70B", "RIA", "2:4"): 8.35,
 }
 PUBLISHED = {(model, row, 50.0, pattern): v for (model, row, pattern), v in RIA_README.items()}
-PAPER_SETTINGS = {"eval.zero_shot": list(TASKS)}
-SETTINGS = {"data.max_length": 2048, "method.calibration_samples": 128, "seed": 0}
-
-SPEC = LMTable(
+SPEC = published_table(
     "llm-ria",
     "Language models, RIA on LLaMA-3: WikiText-2 perplexity at 50%, 2:4 and 4:8 (RIA's README)",
-    smoke=(
-        LMGrid(
-            LM_SMOKE,
-            "tiny Llama (pydoc)",
-            ROWS,
-            COLUMNS,
-            {"method.parent_epochs": SMOKE_PARENT_EPOCHS, "eval.zero_shot": ["pydoc_cloze"]},
-        ),
-    ),
-    paper=tuple(LMGrid(p, p.name, ROWS, COLUMNS, PAPER_SETTINGS) for p in PROBLEMS),
-    published=PUBLISHED,
-    source="biomedical-cybernetics/Relative-importance-and-activation-pruning Readme.md, "
+    MODELS,
+    ROWS,
+    COLUMNS,
+    PUBLISHED,
+    "biomedical-cybernetics/Relative-importance-and-activation-pruning Readme.md, "
     "'Additional Experimental Results on LLaMA3'",
-    smoke_reference="LLaMA-3-8B",
 )
-SPEC.metrics = ("ppl", "sparsity", "zs_mean")
-SPEC.smoke_metrics = ("ppl", "sparsity", "zs_pydoc_cloze")
-SPEC.paper_settings = {name: SETTINGS for name in MODELS}

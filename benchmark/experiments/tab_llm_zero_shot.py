@@ -9,12 +9,10 @@ Llama of the one-shot table, scored on the shipped ``pydoc_cloze`` task (which o
 CPython's documentation continues a passage; chance 25%).
 """
 
-from benchmark.experiments.llm_problems import LLAMA2, LM_SMOKE, SMOKE_PARENT_EPOCHS
-from benchmark.experiments.llm_tables import LMColumn, LMGrid, LMRow, LMTable
+from benchmark.experiments.llm_comparison import SMOKE_TASKS, TASKS, paper_grids, smoke_grid
+from benchmark.experiments.llm_problems import LLAMA2
+from benchmark.experiments.llm_tables import LMColumn, LMRow, LMTable
 
-# The lm-eval tasks of Wanda's table (benchmark.tasks.zero_shot.PAPER_TASKS).
-TASKS = ("boolq", "rte", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa")
-SMOKE_TASKS = ("pydoc_cloze",)
 ROWS = (
     LMRow("Dense", "oneshot_magnitude", {"method.sparsity": 0.0}),
     LMRow("Magnitude", "oneshot_magnitude"),
@@ -27,18 +25,8 @@ COLUMNS = (LMColumn(50, "unstructured", {"method.pattern": "unstructured"}),)
 SPEC = LMTable(
     "llm-zero-shot",
     "Language models, zero-shot accuracy (lm-eval, 7 tasks) after one-shot pruning at 50%",
-    smoke=(
-        LMGrid(
-            LM_SMOKE,
-            "tiny Llama (pydoc)",
-            ROWS,
-            COLUMNS,
-            {"method.parent_epochs": SMOKE_PARENT_EPOCHS, "eval.zero_shot": list(SMOKE_TASKS)},
-        ),
-    ),
-    paper=tuple(
-        LMGrid(p, p.name, ROWS, COLUMNS, {"eval.zero_shot": list(TASKS)}) for p in LLAMA2.values()
-    ),
+    smoke=(smoke_grid(ROWS, COLUMNS),),
+    paper=paper_grids(tuple(LLAMA2.values()), ROWS, COLUMNS),
 )
 SPEC.metrics = ("ppl", *(f"zs_{t}" for t in TASKS), "zs_mean")
 SPEC.smoke_metrics = ("ppl", *(f"zs_{t}" for t in SMOKE_TASKS))

@@ -9,8 +9,8 @@ import io
 import pandas as pd
 import pytest
 
+from benchmark.experiments.llm_comparison import TASKS
 from benchmark.experiments.registry import get_experiment
-from benchmark.experiments.tab_llm_zero_shot import TASKS
 
 
 def test_zero_shot_spec_scores_the_seven_tasks_and_says_why_nothing_is_published(tmp_path):

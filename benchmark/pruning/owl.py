@@ -18,6 +18,7 @@ every Llama and OPT model) the two are the same. Defaults (the README's unstruct
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 import torch
@@ -87,25 +88,24 @@ def decoder_outlier_ratios(
         for p in layer.parameters()
         if id(p) in prunable
     }
-    # One layer's weights and input norms; its scores are made again when the ratio is taken,
-    # so that no more than one linear map's scores exist at a time.
+    expected = Counter(layer_of.values())
     seen: dict[int, list[tuple[Tensor, Tensor]]] = {}
+    ratios: dict[int, tuple[float, list[int]]] = {}
 
     def measure(_name: str, linear: nn.Linear, stats: InputStats | None) -> Tensor:
         assert stats is not None
-        seen.setdefault(layer_of[id(linear.weight)], []).append(
-            (linear.weight, stats.column_sq_norms())
-        )
+        index = layer_of[id(linear.weight)]
+        pairs = seen.setdefault(index, [])
+        pairs.append((linear.weight, stats.column_sq_norms()))
+        if len(pairs) == expected[index]:  # the layer's last map: its weights still resident
+            scores = [wanda_score(w.detach(), norms) for w, norms in pairs]
+            ratios[index] = (outlier_ratio(scores, m), [id(w) for w, _ in pairs])
+            del seen[index]
         return torch.ones((), dtype=torch.bool, device=linear.weight.device)
 
-    prune_layerwise(model, ids, prunable, measure, hessian=False, chunk=chunk)
-    out = []
-    for index in sorted(seen):
-        pairs = seen[index]
-        with torch.no_grad():
-            scores = [wanda_score(w.detach(), norms) for w, norms in pairs]
-            out.append((outlier_ratio(scores, m), [id(w) for w, _ in pairs]))
-    return out
+    with torch.no_grad():
+        prune_layerwise(model, ids, prunable, measure, hessian=False, chunk=chunk)
+    return [ratios[index] for index in sorted(ratios)]
 
 
 def owl_split(

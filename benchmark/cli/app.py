@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     methods.add_argument("name", nargs="?", help="a method: its keys, meanings and presets")
     methods.add_argument(
-        "--markdown", action="store_true", help="print the README's method table instead"
+        "--markdown", action="store_true", help="print the method list of methods/README.md instead"
     )
 
     check = sub.add_parser(

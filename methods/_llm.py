@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from benchmark.core.errors import ConfigError, check
+from benchmark.pruning.owl import OWL_LAMBDA, OWL_M
 from methods._llm_memory import LMMemory, estimate_offload, grad_checkpointing, lm_memory
 from methods._lora import ADAPTERS, merge, wrap
 from methods.base import Method, MethodInfo, dense_parent
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 PATTERNS: dict[str, tuple[int, int] | None] = {"unstructured": None, "2:4": (2, 4), "4:8": (4, 8)}
 RETRAIN = ("none", "full", "perp")
 RETRAIN_SCHEDULES = ("linear", "allr")
+ALLOCATIONS = ("uniform", "owl")
 WARMUP_FRACTION = 0.1
 # Calibration windows per forward pass (results agree to float noise for any value).
 CALIBRATION_CHUNK = 8
@@ -64,6 +66,11 @@ class OneShotParams:
         retrain_schedule: linear (10% warm-up, then linear decay) or allr (ALLR's rule)
         parent_epochs: epochs of a dense parent trained here first (0: model.pretrained or
             the random initialisation is pruned)
+        allocation: how the goal sparsity is split over the decoder layers: uniform (every
+            layer at the goal) or owl (OWL's outlier-weighed sparsities,
+            :mod:`benchmark.pruning.owl`; unstructured only)
+        owl_m: OWL's outlier threshold M (a score above M times its layer's mean; OWL: 5)
+        owl_lambda: OWL's largest deviation of a layer's sparsity from the goal (OWL: 0.08)
     """
 
     pattern: str = "unstructured"
@@ -75,6 +82,9 @@ class OneShotParams:
     retrain_lr: float = 5e-4
     retrain_schedule: str = "linear"
     parent_epochs: int = 0
+    allocation: str = "uniform"
+    owl_m: float = OWL_M
+    owl_lambda: float = OWL_LAMBDA
 
 
 def oneshot_info(summary: str) -> MethodInfo:
@@ -129,6 +139,7 @@ def validate_oneshot(cfg: RunConfig) -> None:
         "'bfloat16' or 'float32' with method.retrain = "
         f"{p.retrain!r} (float16 training needs loss scaling, which retraining does not do)",
     )
+    validate_allocation(cfg)
     nm = nm_of(p.pattern)
     if nm is None:
         return
@@ -148,6 +159,32 @@ def validate_oneshot(cfg: RunConfig) -> None:
             f"a pattern whose group of {mm} divides every layer's input width; "
             f"{cfg.model.name} has input widths {widths}",
         )
+
+
+def validate_allocation(cfg: RunConfig) -> None:
+    """Check ``method.allocation`` and OWL's M and lambda (set only with OWL, so that a value
+    that changes nothing never splits a run id)."""
+    p, s = cfg.method.params, cfg.method.sparsity
+    check(p.allocation in ALLOCATIONS, "method.allocation", p.allocation, one_of(ALLOCATIONS))
+    if p.allocation != "owl":
+        for key, default in (("owl_m", OWL_M), ("owl_lambda", OWL_LAMBDA)):
+            value = getattr(p, key)
+            check(value == default, f"method.{key}", value, "unset with allocation = 'uniform'")
+        return
+    check(
+        p.pattern == "unstructured",
+        "method.allocation",
+        p.allocation,
+        "'uniform' with an N:M pattern (OWL splits an unstructured goal over the layers)",
+    )
+    check(p.owl_m > 0, "method.owl_m", p.owl_m, "a number > 0")
+    check(
+        0 <= p.owl_lambda <= min(s, 1 - s) or s == 0,
+        "method.owl_lambda",
+        p.owl_lambda,
+        f"a number in [0, {min(s, 1 - s):g}] (every layer's sparsity, within lambda of "
+        f"method.sparsity = {s:g}, in [0, 1])",
+    )
 
 
 def perp_trainable(model: nn.Module) -> list[nn.Parameter]:
@@ -253,7 +290,12 @@ class OneShotLM(Method):
         from benchmark.config.parse import replace_section
 
         parent = dense_parent(self.cfg, self.params.parent_epochs)
-        return replace_section(parent, model=dataclasses.replace(parent.model, dtype="float32"))
+        # The zero-shot tasks score this run, not the dense parent it starts from.
+        return replace_section(
+            parent,
+            model=dataclasses.replace(parent.model, dtype="float32"),
+            eval=dataclasses.replace(parent.eval, zero_shot=[]),
+        )
 
     def schedule_lrs(self, iters_per_epoch: int) -> np.ndarray:
         n = self.total_epochs() * iters_per_epoch
@@ -277,10 +319,33 @@ class OneShotLM(Method):
 
         sizes = [w.numel() for w in ctx.masks.params]
         s = self.cfg.method.sparsity
+        if self.params.allocation == "owl":
+            return self.owl_sparsity(ctx)
         counts = largest_remainder([s * n for n in sizes], round(s * sum(sizes)))
         out = [c / n for c, n in zip(counts, sizes, strict=True)]
         self.layer_sparsity = {id(w): x for w, x in zip(ctx.masks.params, out, strict=True)}
         return out
+
+    def owl_sparsity(self, ctx: TrainContext) -> list[float]:
+        """:meth:`split_sparsity` by OWL: a pass of the calibration windows through the dense
+        model measures every decoder layer's outlier ratio (recorded as ``owl``)."""
+        from benchmark.pruning.owl import decoder_outlier_ratios, owl_split
+
+        p, params = self.params, ctx.masks.params
+        ids = ctx.data.calibration(p.calibration_samples, self.cfg.seed)  # type: ignore[attr-defined]
+        layers = decoder_outlier_ratios(
+            ctx.model, ids, {id(w) for w in params}, p.owl_m, CALIBRATION_CHUNK
+        )
+        sizes = {id(w): w.numel() for w in params}
+        self.layer_sparsity = owl_split(layers, sizes, self.cfg.method.sparsity, p.owl_lambda)
+        ctx.record["owl"] = {
+            "outlier_ratios": [r for r, _ in layers],
+            "layer_sparsity": [
+                sum(self.layer_sparsity[w] * sizes[w] for w in ws) / sum(sizes[w] for w in ws)
+                for _, ws in layers
+            ],
+        }
+        return [self.layer_sparsity[id(w)] for w in params]
 
     def sparsity_of(self, weight: torch.Tensor) -> float:
         """The sparsity this layer is pruned to (see :meth:`split_sparsity`)."""

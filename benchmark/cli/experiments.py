@@ -237,7 +237,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         plan=chosen.table_plan(),
     )
     _label_staged(table, chosen, experiment.layout(scale), args.store, rules, "table")
-    warn_smoke_vs_paper(table, scale, args.paper)
+    warn_smoke_vs_paper(table, scale, args.paper, experiment)
     if args.stats:
         from benchmark.reporting.table_stats import annotate
         from benchmark.store.frame import load_store
@@ -442,7 +442,7 @@ def _build_outputs(
         table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules,
                         within=within, plan=plan)  # fmt: skip
         _label_staged(table, chosen, experiment.layout(args.scale), args.store, rules)
-        warn_smoke_vs_paper(table, args.scale, args.paper)
+        warn_smoke_vs_paper(table, args.scale, args.paper, experiment)
         out = (
             None
             if args.out is None

@@ -129,6 +129,13 @@ class EvalConfig:
     """Evaluation options."""
 
     val_every: int = 1
+    # Language models: zero-shot tasks of lm-evaluation-harness (the optional extra .[llm]) run
+    # on the final model: lm-eval task names ("boolq", "arc_easy", ...; their data from the
+    # local Hugging Face datasets cache), task YAML files, or the shipped "pydoc_cloze".
+    zero_shot: list[str] = field(default_factory=list)
+    # Requests per forward pass of the zero-shot evaluation (padding only: results agree to
+    # float noise).
+    zero_shot_batch_size: int = 32
 
 
 @dataclass

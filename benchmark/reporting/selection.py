@@ -37,6 +37,20 @@ METRICS: dict[str, tuple[str, float]] = {
     # Set by `prunebench latency RUN_ID` (benchmark.measure.run_latency); NaN where not measured.
     "measured_speedup": ("measured_speedup", 1.0),
 }
+# Zero-shot accuracies of language models (eval.zero_shot): metric "zs_<task>" is the task's
+# accuracy, "zs_mean" their mean, in percent (NaN where not evaluated); the printed names.
+ZERO_SHOT_TASKS = {
+    "boolq": "BoolQ",
+    "rte": "RTE",
+    "hellaswag": "HellaSwag",
+    "winogrande": "WinoGrande",
+    "arc_easy": "ARC-e",
+    "arc_challenge": "ARC-c",
+    "openbookqa": "OBQA",
+    "pydoc_cloze": "pydoc cloze",
+}
+METRICS |= {f"zs_{task}": (f"zero_shot.tasks.{task}.acc", 100.0) for task in ZERO_SHOT_TASKS}
+METRICS["zs_mean"] = ("zero_shot.mean_acc", 100.0)
 
 
 STORE_COLUMNS = [

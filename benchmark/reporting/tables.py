@@ -29,6 +29,7 @@ from benchmark.experiments.base import Experiment, Scale, TableLayout
 from benchmark.experiments.slices import Slice
 from benchmark.reporting.agreement import ColumnAgreement, column_agreement, split_size
 from benchmark.reporting.selection import (
+    ZERO_SHOT_TASKS,
     TableRules,
     configuration_stats,
     join_store,
@@ -50,6 +51,9 @@ DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measure
 
 
 DECIMALS |= {"iou": 2, "bleu": 2, "ppl": 2, "tok_per_s": 0}
+HEADERS |= {f"zs_{task}": label for task, label in ZERO_SHOT_TASKS.items()}
+HEADERS["zs_mean"] = "Mean"
+DECIMALS |= {metric: 2 for metric in HEADERS if metric.startswith("zs_")}
 
 # Metrics whose smallest value ranks first.
 LOWER_IS_BETTER = frozenset({"ppl"})

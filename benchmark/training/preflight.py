@@ -21,6 +21,7 @@ from benchmark.core.errors import ConfigError, DatasetError, check
 from benchmark.core.files import make_dirs
 from benchmark.data.presence import check_data_files
 from benchmark.models.pretrained import require_available
+from benchmark.tasks.zero_shot import check_zero_shot_data
 from benchmark.training.lm_checks import check_lm_files
 from benchmark.training.passes import Parents
 from benchmark.training.validation import validate
@@ -86,6 +87,7 @@ def check_before_compute(cfg: RunConfig) -> None:
     check_device(cfg)
     check_weights(cfg)
     check_data_files(cfg.data)
+    check_zero_shot_data(cfg)
     check_store(cfg)
 
 
@@ -95,6 +97,7 @@ PLAN_CHECKS: tuple[tuple[Callable[[RunConfig], object], Callable[[RunConfig], No
     (lambda c: c.runtime.device, check_device),
     (lambda c: (c.method.name, repr(c.model), repr(c.data)), check_weights),
     (lambda c: repr(c.data), lambda c: check_data_files(c.data)),
+    (lambda c: tuple(c.eval.zero_shot), check_zero_shot_data),
     (lambda c: c.output.dir, check_store),
 )
 

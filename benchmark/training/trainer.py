@@ -463,7 +463,7 @@ class Trainer(EpochLoop):
         test = self.evaluate("test")
         val = self.evaluate("val")
         last_loss = self.state.history[-1]["train_loss"] if self.state.history else float("nan")
-        return {
+        metrics = {
             "test": test,
             "val": val,
             "train_loss": last_loss,
@@ -471,6 +471,11 @@ class Trainer(EpochLoop):
             **self.task.speedup(self.model, self.data),
             **{k: v for k, v in self.ctx.record.items()},
         }
+        if self.cfg.eval.zero_shot:  # language models: lm-eval's tasks on the final model
+            from benchmark.tasks.zero_shot import evaluate_zero_shot
+
+            metrics["zero_shot"] = evaluate_zero_shot(self.model, self.data.encode, self.cfg)
+        return metrics
 
     def run_extras(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """A language-model run's extra metrics (:func:`lm_metrics`)."""

@@ -17,7 +17,7 @@ from benchmark.core.errors import check
 from benchmark.core.tomlfile import load_toml
 from benchmark.data.base import DATASETS, validate_data_config
 from benchmark.measure.run_latency import validate_latency
-from benchmark.models.causal_lm import validate_lm
+from benchmark.models.causal_lm import LM_MODELS, validate_lm
 from benchmark.models.registry import (
     MODELS,
     validate_model_data,
@@ -26,6 +26,7 @@ from benchmark.models.registry import (
     validate_pretrained,
 )
 from benchmark.schedules.original import validate_schedule
+from benchmark.tasks.zero_shot import validate_zero_shot
 from methods import get_method
 
 # More data-parallel processes than any cluster job here would start.
@@ -94,6 +95,7 @@ def validate(cfg: RunConfig) -> None:
     ft = cfg.finetune.epochs
     check(0 <= ft <= MAX_EPOCHS, "finetune.epochs", ft, f"an integer >= 0 and <= {MAX_EPOCHS}")
     check(cfg.eval.val_every >= 1, "eval.val_every", cfg.eval.val_every, "an integer >= 1")
+    validate_zero_shot(cfg, language_model=cfg.model.name in LM_MODELS)
     modes = ("offline", "online", "disabled")
     check(
         cfg.logging.wandb_mode in modes,

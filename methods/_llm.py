@@ -11,6 +11,9 @@ then retrains for ``budget.epochs`` epochs of ``data.epoch_iters`` iterations (`
 * ``perp``: PERP's parameter-efficient set (biases, norm layers, the output head) plus, unless
   ``adapter = "none"``, a low-rank adapter on every pruned linear map (``lora``, ``masklora``,
   ``scalelora``; :mod:`methods._lora`), merged back at the end with exactly the pruned mask.
+  ``head`` says how the output head takes part: ``full`` (every weight trained), ``lora`` (a
+  LoRA adapter of the same rank, merged at the end, as PERP's code does; a head tied to the
+  token embedding, OPT's, changes the embedding with it at the merge, as there) or ``none``.
 
 Learning rates (``retrain_schedule``): ``linear`` is PERP's (Hugging Face ``Trainer``'s linear
 decay after a 10% warm-up) from ``retrain_lr``; ``allr`` is ALLR's rule (the paper): a linear
@@ -34,7 +37,7 @@ from torch import nn
 from benchmark.core.errors import ConfigError, check
 from benchmark.pruning.owl import OWL_LAMBDA, OWL_M
 from methods._llm_memory import LMMemory, estimate_offload, grad_checkpointing, lm_memory
-from methods._lora import ADAPTERS, merge, wrap
+from methods._lora import ADAPTERS, merge, output_head, perp_trainable, wrap
 from methods.base import Method, MethodInfo, dense_parent
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 PATTERNS: dict[str, tuple[int, int] | None] = {"unstructured": None, "2:4": (2, 4), "4:8": (4, 8)}
 RETRAIN = ("none", "full", "perp")
 RETRAIN_SCHEDULES = ("linear", "allr")
+HEADS = ("full", "lora", "none")
 ALLOCATIONS = ("uniform", "owl")
 WARMUP_FRACTION = 0.1
 # Calibration windows per forward pass (results agree to float noise for any value).
@@ -71,6 +75,8 @@ class OneShotParams:
             :mod:`benchmark.pruning.owl`; unstructured only)
         owl_m: OWL's outlier threshold M (a score above M times its layer's mean; OWL: 5)
         owl_lambda: OWL's largest deviation of a layer's sparsity from the goal (OWL: 0.08)
+        head: how perp retrains the output head: full (every weight), lora (a LoRA adapter,
+            PERP's) or none (frozen)
     """
 
     pattern: str = "unstructured"
@@ -85,6 +91,7 @@ class OneShotParams:
     allocation: str = "uniform"
     owl_m: float = OWL_M
     owl_lambda: float = OWL_LAMBDA
+    head: str = "full"
 
 
 def oneshot_info(summary: str) -> MethodInfo:
@@ -131,6 +138,13 @@ def validate_oneshot(cfg: RunConfig) -> None:
     check(p.alpha > 0, "method.alpha", p.alpha, "a number > 0")
     check(p.retrain_lr > 0, "method.retrain_lr", p.retrain_lr, "a number > 0")
     check(p.parent_epochs >= 0, "method.parent_epochs", p.parent_epochs, "an integer >= 0")
+    check(p.head in HEADS, "method.head", p.head, one_of(HEADS))
+    check(
+        p.head == "full" or p.retrain == "perp",
+        "method.head",
+        p.head,
+        f"unset ('full') with method.retrain = {p.retrain!r} (it says how perp retrains the head)",
+    )
     check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
     check(
         cfg.model.dtype != "float16" or p.retrain == "none",
@@ -185,20 +199,6 @@ def validate_allocation(cfg: RunConfig) -> None:
         f"a number in [0, {min(s, 1 - s):g}] (every layer's sparsity, within lambda of "
         f"method.sparsity = {s:g}, in [0, 1])",
     )
-
-
-def perp_trainable(model: nn.Module) -> list[nn.Parameter]:
-    """PERP's parameter-efficient set: biases, norm layers' parameters and the output head."""
-    chosen: dict[int, nn.Parameter] = {}
-    for module in model.modules():
-        is_norm = "norm" in type(module).__name__.lower()
-        for name, param in module.named_parameters(recurse=False):
-            if is_norm or name == "bias":
-                chosen[id(param)] = param
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if head is not None:
-        chosen[id(head.weight)] = head.weight
-    return list(chosen.values())
 
 
 def _distance(before: torch.Tensor, after: torch.Tensor) -> tuple[float, float]:
@@ -409,7 +409,7 @@ class OneShotLM(Method):
         if p.retrain == "perp":
             for param in model.parameters():
                 param.requires_grad_(False)
-            for param in perp_trainable(model):
+            for param in perp_trainable(model, head=p.head == "full"):
                 param.requires_grad_(True)
                 if half:
                     param.data = param.data.float()
@@ -420,6 +420,10 @@ class OneShotLM(Method):
         if p.retrain == "perp" and p.adapter != "none":
             named = {n.removesuffix(".weight"): m for n, m in ctx.masks.named_masks().items()}
             self.adapters = wrap(model, named, p.adapter, p.rank, p.alpha, torch.float32)
+        head = output_head(model)
+        if p.retrain == "perp" and p.head == "lora" and head is not None:
+            lora = wrap(model, {head[0]: None}, "lora", p.rank, p.alpha, torch.float32)
+            self.adapters.update(lora)
 
     def record_prune(self, ctx: TrainContext) -> None:
         """Record the test metrics right after pruning and ALLR's d1 (and its lr scale)."""
@@ -445,6 +449,12 @@ class OneShotLM(Method):
         assert self.ctx is not None
         trainable = [p for p in self.ctx.model.parameters() if p.requires_grad]
         return [{"params": [*trainable, *self.adapters.parameters()]}]
+
+    def clipped_parameters(self) -> list[nn.Parameter]:
+        """The model's parameters and the adapters' (``optim.grad_clip`` clips their norm
+        together, as Hugging Face's ``Trainer`` clips a PEFT model's)."""
+        assert self.ctx is not None
+        return [*self.ctx.model.parameters(), *self.adapters.parameters()]
 
     def finalize(self) -> None:
         """Merge the adapters back (exactly the pruned mask), return a mixed-precision model to

@@ -16,7 +16,8 @@ not counted. The terms:
 * offloaded (``runtime.offload``): of the weights only the embeddings, the head and one decoder
   layer are on the device; masks wait in host memory;
 * retraining: float32 copies of the trained parameters with their gradients and AdamW's two
-  moments (16 bytes each: every weight for ``full``, PERP's set and the adapters for ``perp``)
+  moments (16 bytes each: every weight for ``full``, PERP's set and the adapters for ``perp``,
+  with the head's weights, the LoRA adapter on it or nothing as ``method.head`` says)
   and the activations of a batch: per token and layer ``10 h + 4 ffn`` values (attention
   through a fused kernel: no ``L^2`` scores kept) at 2 bytes under half-precision autocast, else
   4, and the float32 logits with their gradient; with gradient checkpointing only each layer's
@@ -129,7 +130,9 @@ def retraining_bytes(cfg: RunConfig, shape: LMShape, b: int) -> float:
         adapters = p.rank * (11 * h + 3 * ffn) * layers
         # The adapted maps' effective weights, kept for their backward pass.
         effective = (shape.layer if checkpointing else shape.layer * layers) * b
-    trained = shape.vocab * h + layers * 4 * h + adapters  # head, biases and norms, adapters
+    # The head: every weight, a LoRA adapter on it (PERP's), or frozen.
+    head = {"full": shape.vocab * h, "lora": p.rank * (shape.vocab + h), "none": 0}[p.head]
+    trained = head + layers * 4 * h + adapters  # head, biases and norms, adapters
     return ADAMW_BYTES * trained + kept + logits + effective
 
 

@@ -10,7 +10,8 @@ Zimmer et al., arXiv 2312.15230; its ``peft_methods.py``/``customLayers.py``):
   low-rank elementwise rescaling that cannot revive a zero.
 
 The base weight is frozen; :func:`wrap` routes the linear maps through adapters, :func:`merge`
-writes the adapted weights back.
+writes the adapted weights back. A map that is not pruned (PERP's LoRA on the output head) takes
+a plain ``lora`` adapter without a mask, merged as ``W + s B A``.
 """
 
 from __future__ import annotations
@@ -34,17 +35,20 @@ class SparseAdapter(nn.Module):
     def __init__(
         self,
         base: nn.Linear,
-        mask: Tensor,
+        mask: Tensor | None,
         variant: str,
         rank: int,
         alpha: float,
         dtype: torch.dtype | None = None,
     ) -> None:
-        """``dtype``: of the adapter's parameters (None: the base weight's; float32 keeps a
+        """``mask``: the pruned map's keep mask (None: a map that is not pruned, ``lora`` only);
+        ``dtype``: of the adapter's parameters (None: the base weight's; float32 keeps a
         half-precision model's adapters in full precision)."""
         super().__init__()
         if variant not in ADAPTERS:
             raise ValueError(f"adapter must be one of {ADAPTERS}, got {variant!r}")
+        if mask is None and variant != "lora":
+            raise ValueError(f"a {variant} adapter needs the pruned mask")
         self._base = [base]  # a plain reference: the model, not the adapter, holds the layer
         self.variant = variant
         self.scaling = alpha / rank
@@ -52,7 +56,8 @@ class SparseAdapter(nn.Module):
         w = base.weight
         dtype = dtype or w.dtype
         # The keep mask as bool (a byte per weight, not a second copy of the weights).
-        self.register_buffer("mask", mask.to(dtype=torch.bool, device=w.device), persistent=False)
+        keep = None if mask is None else mask.to(dtype=torch.bool, device=w.device)
+        self.register_buffer("mask", keep, persistent=False)
         shape_a, shape_b = (rank, base.in_features), (base.out_features, rank)
         self.lora_A = nn.Parameter(torch.empty(shape_a, device=w.device, dtype=dtype))
         self.lora_B = nn.Parameter(torch.empty(shape_b, device=w.device, dtype=dtype))
@@ -86,22 +91,25 @@ class SparseAdapter(nn.Module):
     def merge(self) -> None:
         """Write the adapted weight, masked by the pruned mask, into the linear map and detach
         the adapter from it."""
-        self.base.weight.copy_((self.effective_weight() * self.mask).to(self.base.weight.dtype))
+        weight = self.effective_weight()
+        if self.mask is not None:
+            weight = weight * self.mask
+        self.base.weight.copy_(weight.to(self.base.weight.dtype))
         self.base.weight.requires_grad_(True)
         del self.base.forward  # back to nn.Linear.forward
 
 
 def wrap(
     model: nn.Module,
-    masks: dict[str, Tensor],
+    masks: dict[str, Tensor | None],
     variant: str,
     rank: int,
     alpha: float,
     dtype: torch.dtype | None = None,
 ) -> nn.ModuleDict:
-    """An adapter on each linear map named in ``masks`` (module name -> keep mask), which now
-    computes through it; keyed by the module name with "/" for "." (``dtype``: of the adapters'
-    parameters, see :class:`SparseAdapter`)."""
+    """An adapter on each linear map named in ``masks`` (module name -> keep mask, None for a
+    map that is not pruned), which now computes through it; keyed by the module name with "/"
+    for "." (``dtype``: of the adapters' parameters, see :class:`SparseAdapter`)."""
     adapters = nn.ModuleDict()
     for name, mask in masks.items():
         base = model.get_submodule(name)
@@ -118,3 +126,25 @@ def merge(adapters: nn.ModuleDict) -> int:
     for adapter in adapters.values():
         adapter.merge()
     return len(adapters)
+
+
+def output_head(model: nn.Module) -> tuple[str, nn.Module] | None:
+    """The output head's module name and module, if the model has one."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    names = {id(m): n for n, m in model.named_modules()}
+    return None if head is None or id(head) not in names else (names[id(head)], head)
+
+
+def perp_trainable(model: nn.Module, head: bool = True) -> list[nn.Parameter]:
+    """PERP's parameter-efficient set: biases, norm layers' parameters and (``head``) the
+    output head's weight."""
+    chosen: dict[int, nn.Parameter] = {}
+    for module in model.modules():
+        is_norm = "norm" in type(module).__name__.lower()
+        for name, param in module.named_parameters(recurse=False):
+            if is_norm or name == "bias":
+                chosen[id(param)] = param
+    found = output_head(model) if head else None
+    if found is not None:
+        chosen[id(found[1].weight)] = found[1].weight
+    return list(chosen.values())

@@ -57,8 +57,7 @@ class TrainContext:
     # Recomputes BatchNorm running statistics of the current network (set by the trainer).
     recompute_batchnorm: Callable[[], None] | None = None
     # Whether training steps are captured as CUDA graphs (benchmark.training.fast_step): a
-    # per-iteration value must then come from a device tensor, where the eager path may keep a
-    # Python number.
+    # per-iteration value then comes from a device tensor, not a Python number.
     captured_steps: bool = False
 
     @property
@@ -99,10 +98,8 @@ class Method:
     @classmethod
     def ignored_fields(cls) -> frozenset[str]:
         """The ``[method]`` keys this method does not read; they are not part of its run id.
-
         By default ``sparsity`` when the goal sparsity is not specifiable (it emerges from the
-        method's own hyperparameters), so sweeping it does not train the same run twice.
-        """
+        method's own hyperparameters), so sweeping it does not train the same run twice."""
         return frozenset() if cls.info.sparsity_specifiable else frozenset({"sparsity"})
 
     # ----------------------------------------------------------------- planning (no compute)
@@ -141,6 +138,10 @@ class Method:
         """Optimizer parameter groups; by default every model parameter with weight decay."""
         assert self.ctx is not None
         return [{"params": list(self.ctx.model.parameters())}]
+
+    def clipped_parameters(self) -> list[nn.Parameter]:
+        """The parameters whose gradient norm ``optim.grad_clip`` bounds (the model's)."""
+        return list(self.ctx.model.parameters())  # type: ignore[union-attr]
 
     # ----------------------------------------------------------------- per-iteration hooks
     def lr(self, step: int) -> float:
@@ -208,10 +209,8 @@ class Method:
     def hard_prune(
         self, masks: list[torch.Tensor], extra: dict[str, torch.Tensor] | None = None
     ) -> None:
-        """Install ``masks`` over P (and ``extra`` masks of other parameters) as the hard mask.
-
-        The momentum of newly pruned entries is zeroed.
-        """
+        """Install ``masks`` over P (and ``extra`` masks of other parameters) as the hard mask;
+        the momentum of newly pruned entries is zeroed."""
         assert self.ctx is not None
         self.ctx.masks.update(masks, self.ctx.optimizer)
         if extra:

@@ -234,3 +234,29 @@ def check_plain_and_exact(cfg: RunConfig, record: dict[str, Any]) -> None:
     assert n == metrics["num_prunable"]
     assert zeros == n - metrics["nonzero_prunable"] and zeros > 0
     assert metrics["emergent_sparsity"][-1] == pytest.approx(zeros / n, abs=1e-12)
+
+
+def tiny_lm_config(**sections: dict[str, Any]) -> RunConfig:
+    """A validated run of the tiny Llama on CPython's documentation, one-shot at 50% on the
+    CPU; ``sections`` add to (or replace keys of) the config's sections."""
+    from benchmark.config.parse import config_from_dict
+    from benchmark.training.validation import validate
+
+    base: dict[str, dict[str, Any]] = {
+        "data": {
+            "name": "pydoc",
+            "max_length": 32,
+            "batch_size": 4,
+            "eval_batch_size": 256,
+            "epoch_iters": 3,
+        },
+        "model": {"name": "llama_tiny"},
+        "optim": {"name": "adamw", "weight_decay": 0.0},
+        "budget": {"epochs": 1},
+        "method": {"sparsity": 0.5},
+        "runtime": {"device": "cpu", "threads": 1},
+        "logging": {"progress": False},
+    }
+    cfg = config_from_dict({k: {**base.get(k, {}), **sections.get(k, {})} for k in base | sections})
+    validate(cfg)
+    return cfg

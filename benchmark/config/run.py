@@ -43,6 +43,13 @@ class DataConfig:
     # in the local Hub cache), or bytes (256 ids, what the embedded default and the tiny models
     # use): "" for the tiny models, "bytes" to ask for them with a model.pretrained folder.
     tokenizer: str = ""
+    # Language modelling: the references' slow tokenizer (use_fast=False; see
+    # benchmark.data.lm_tokenizer) instead of the folder's fast one.
+    slow_tokenizer: bool = False
+    # Language modelling, retraining windows: "random" (a random window of a random document
+    # longer than a window, SparseGPT's get_c4) or "documents" (PERP: each document's first
+    # max_length tokens in a seeded shuffled order, padded, the padding left out of the loss).
+    train_windows: str = "random"
     # Language modelling: training iterations per epoch (0: one pass over the training
     # windows), so that a retraining budget is budget.epochs * epoch_iters iterations.
     epoch_iters: int = 0

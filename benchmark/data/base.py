@@ -133,6 +133,33 @@ def validate_data_config(cfg: DataConfig) -> None:
         raise ConfigError("data.tokenizer", cfg.tokenizer, "a tokenizer folder, or '' for bytes")
     if not _is_int(cfg.epoch_iters) or cfg.epoch_iters < 0:
         raise ConfigError("data.epoch_iters", cfg.epoch_iters, "an integer >= 0 (0: one pass)")
+    validate_text_options(cfg)
+
+
+# Datasets of language-model text (their tokenizer options apply).
+TEXT_DATASETS = {"wikitext2", "pydoc"}
+TRAIN_WINDOWS = ("random", "documents")
+
+
+def validate_text_options(cfg: DataConfig) -> None:
+    """``data.train_windows`` and ``data.slow_tokenizer``: known values, and left unset where
+    they change nothing (another dataset; the slow tokenizer without a tokenizer folder)."""
+    if cfg.train_windows not in TRAIN_WINDOWS:
+        allowed = ", ".join(repr(w) for w in TRAIN_WINDOWS)
+        raise ConfigError("data.train_windows", cfg.train_windows, f"one of {allowed}")
+    if not isinstance(cfg.slow_tokenizer, bool):
+        raise ConfigError("data.slow_tokenizer", cfg.slow_tokenizer, "true or false")
+    if cfg.name not in TEXT_DATASETS and cfg.train_windows != "random":
+        raise ConfigError(
+            "data.train_windows", cfg.train_windows, f"unset for data.name = {cfg.name!r}"
+        )
+    if cfg.slow_tokenizer and (cfg.name not in TEXT_DATASETS or cfg.tokenizer in ("", "bytes")):
+        raise ConfigError(
+            "data.slow_tokenizer",
+            True,
+            "false unless data.tokenizer names a tokenizer folder of a language-model dataset "
+            f"(data.name = {cfg.name!r}, data.tokenizer = {cfg.tokenizer!r})",
+        )
 
 
 # Datasets whose epochs may be a part of a pass over the data.

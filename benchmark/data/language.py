@@ -14,10 +14,14 @@ rows joined with ``"\\n\\n"``), tokenised once and cut into non-overlapping wind
 ``data.max_length`` tokens (the tail shorter than a window is dropped). Training and calibration
 windows are drawn as SparseGPT's ``get_c4`` draws them: a random document longer than a window,
 then a random window of it, with a generator seeded by ``(seed, epoch)`` (calibration: the
-run's seed alone). Batches are ``(ids, ids)``: the task shifts the targets itself.
+run's seed alone). Batches are ``(ids, ids)``: the task shifts the targets itself. With
+``data.train_windows = "documents"`` training goes as PERP's: each document's first window (its
+tokens truncated, padded on the right), the documents in an order shuffled by ``(seed, epoch)``,
+the targets ``-100`` where padded.
 
 Tokens: bytes (256 ids, ``data.tokenizer = ""`` or ``"bytes"``) or a transformers tokenizer
-folder (or ``hf:<repo>`` in the local Hub cache), loaded with ``local_files_only``.
+folder (or ``hf:<repo>`` in the local Hub cache), loaded with ``local_files_only``
+(:mod:`benchmark.data.lm_tokenizer`).
 """
 
 from __future__ import annotations
@@ -26,25 +30,23 @@ import gzip
 import json
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from benchmark.config.run import DataConfig
-from benchmark.core.errors import ConfigError, DatasetError
+from benchmark.core.errors import DatasetError
 from benchmark.data.base import DATASETS, Batch, DataSource, check_split
+from benchmark.data.lm_tokenizer import Encode, load_tokenizer
 from benchmark.data.seeding import epoch_generator
 
 C4_SHARD = "c4-train.00000-of-01024.json.gz"
 WIKITEXT_RAW = {"train": "wiki.train.raw", "val": "wiki.valid.raw", "test": "wiki.test.raw"}
 WIKITEXT_PARQUET = {"train": "train", "val": "validation", "test": "test"}
-BYTE_VOCAB = 256
 # Evaluation splits of the pydoc default: topic i goes to test when i % 10 == 0, to val at 5.
 PYDOC_TEST, PYDOC_VAL = 0, 5
-
-Encode = Callable[[str], list[int]]
 
 
 def join_rows(rows: Sequence[str]) -> str:
@@ -100,63 +102,6 @@ def pydoc_topics() -> dict[str, list[str]]:
     return out
 
 
-def byte_encode(text: str) -> list[int]:
-    """UTF-8 bytes as token ids (0-255)."""
-    return list(text.encode("utf-8"))
-
-
-# Files a transformers tokenizer folder holds one of (fast, SentencePiece, BPE, WordPiece).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
-
-
-def tokenizer_folder(name: str) -> str:
-    """The folder of a ``data.tokenizer``: itself, or for ``hf:<repo>`` the local Hub cache's
-    snapshot of the repo (the name unchanged when it is not there)."""
-    if not name.startswith("hf:"):
-        return name
-    from huggingface_hub import constants
-
-    repo = name.removeprefix("hf:").replace("/", "--")
-    snapshots = Path(constants.HF_HUB_CACHE) / f"models--{repo}" / "snapshots"
-    found = sorted(snapshots.iterdir()) if snapshots.is_dir() else []
-    return str(found[-1]) if found else name
-
-
-def check_tokenizer_folder(name: str) -> str:
-    """The folder of ``data.tokenizer`` ``name``, after checking that it exists and holds
-    tokenizer files (ConfigError naming the field otherwise)."""
-    folder = tokenizer_folder(name)
-    if not Path(folder).is_dir():
-        raise ConfigError(
-            "data.tokenizer", name, "an existing tokenizer folder, 'hf:<repo>' or 'bytes'"
-        )
-    if not any((Path(folder) / f).is_file() for f in TOKENIZER_FILES):
-        raise ConfigError(
-            "data.tokenizer",
-            name,
-            f"a folder with tokenizer files (one of {', '.join(TOKENIZER_FILES)}); "
-            f"{folder} has none",
-        )
-    return folder
-
-
-def load_tokenizer(name: str) -> tuple[Encode, int]:
-    """(encode, vocabulary size): bytes for ``""`` or ``"bytes"``, else the transformers
-    tokenizer of ``name`` (offline; a missing folder or one without tokenizer files is an
-    error naming it)."""
-    if name in ("", "bytes"):
-        return byte_encode, BYTE_VOCAB
-    folder = check_tokenizer_folder(name)
-    from transformers import AutoTokenizer
-
-    try:
-        tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    except (OSError, ValueError) as err:
-        raise ConfigError("data.tokenizer", name, f"a transformers tokenizer ({err})") from None
-    # The reference code tokenises with the tokenizer's defaults (BOS added where it adds one).
-    return (lambda text: list(tok(text).input_ids)), len(tok)
-
-
 def windows(ids: Sequence[int], length: int) -> Tensor:
     """Non-overlapping windows of ``length`` tokens, (n, length) int64; the tail is dropped."""
     n = len(ids) // length
@@ -186,6 +131,39 @@ def draw_windows(
     return out
 
 
+# The target of a padded position (left out of the loss, as Hugging Face's label padding).
+IGNORE = -100
+
+
+def document_batches(
+    documents: Iterable[str], encode: Encode, batch_size: int, length: int
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """PERP's training examples: each document's first ``length`` tokens (its tokenizer's
+    truncation), in the order given, ``batch_size`` to a batch, padded on the right; the
+    targets hold :data:`IGNORE` where padded (causal attention: a padded position never
+    changes an earlier one). Documents of fewer than 2 tokens predict nothing and are skipped;
+    the documents are gone through once (a :class:`DatasetError` if they run out)."""
+    ids = torch.zeros((batch_size, length), dtype=torch.int64)
+    targets = torch.full((batch_size, length), IGNORE, dtype=torch.int64)
+    row = 0
+    for text in documents:
+        tokens = encode(text)[:length]
+        if len(tokens) < 2:
+            continue
+        ids[row, : len(tokens)] = torch.tensor(tokens)
+        targets[row, : len(tokens)] = ids[row, : len(tokens)]
+        row += 1
+        if row == batch_size:
+            yield ids, targets
+            ids, targets = torch.zeros_like(ids), torch.full_like(targets, IGNORE)
+            row = 0
+    raise DatasetError(
+        "the training documents ran out: data.epoch_iters * data.batch_size is more than the "
+        'documents of at least 2 tokens (data.train_windows = "documents" takes each once per '
+        "epoch)"
+    )
+
+
 class LanguageSource(DataSource):
     """Training documents, evaluation token windows and seeded calibration draws."""
 
@@ -200,7 +178,8 @@ class LanguageSource(DataSource):
         eval_texts: dict[str, str],
     ) -> None:
         self.name = name
-        self.encode, self.num_classes = load_tokenizer(cfg.tokenizer)
+        self.encode, self.num_classes = load_tokenizer(cfg.tokenizer, cfg.slow_tokenizer)
+        self.train_windows = cfg.train_windows
         self.max_length = cfg.max_length
         self.input_shape = (1, 1, cfg.max_length)
         self.batch_size = cfg.batch_size
@@ -229,7 +208,20 @@ class LanguageSource(DataSource):
         return self.epoch_iters or math.ceil(self.num_train / self.batch_size)
 
     def train_batches(self, epoch: int, seed: int) -> Iterator[Batch]:
-        """Random windows of random training documents, drawn from ``(seed, epoch)``."""
+        """Random windows of random training documents, drawn from ``(seed, epoch)``; with
+        ``data.train_windows = "documents"``, the documents' first windows instead
+        (:func:`document_batches`)."""
+        if self.train_windows == "documents":
+            order = torch.randperm(len(self.documents), generator=epoch_generator(seed, epoch))
+            batches = document_batches(
+                (self.documents[i] for i in order.tolist()),
+                self.encode,
+                self.batch_size,
+                self.max_length,
+            )
+            for _, (ids, targets) in zip(range(self.iters_per_epoch()), batches, strict=False):
+                yield ids.to(self.device), targets.to(self.device)
+            return
         rng = random.Random(int(epoch_generator(seed, epoch).initial_seed()))
         for _ in range(self.iters_per_epoch()):
             ids = draw_windows(self.documents, self.encode, self.batch_size, self.max_length, rng)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from benchmark.core.precision import half_autocast
+from benchmark.data.language import IGNORE
 from benchmark.pruning.offload import placement_of
 from benchmark.tasks.base import TASKS, Task
 
@@ -119,8 +120,15 @@ class CausalLM(Task):
     default_exclude = ("lm_head",)
 
     def loss(self, model: nn.Module, inputs: Tensor, targets: Tensor) -> Tensor:
-        """Mean next-token cross-entropy over the batch's windows."""
-        return window_nll(next_token_logits(model, inputs), targets).mean()
+        """Mean next-token cross-entropy over the batch's windows; of padded documents
+        (``data.train_windows = "documents"``), over the batch's tokens that are not padding,
+        as Hugging Face's causal-LM loss."""
+        logits = next_token_logits(model, inputs)
+        if self.cfg.data.train_windows == "documents":
+            return F.cross_entropy(
+                logits[:, :-1].float().transpose(1, 2), targets[:, 1:], ignore_index=IGNORE
+            )
+        return window_nll(logits, targets).mean()
 
     def autocast_dtype(self) -> torch.dtype | None:
         """A half ``model.dtype`` (mixed precision: float32 trained parameters), else as

@@ -1,6 +1,8 @@
 """The checks of a language-model run that read its files, before any compute: the model
-folder's ``config.json``, the tokenizer folder's files, and that the tokenizer's ids fit the
-model's vocabulary (a larger tokenizer would index past the embedding at the first window).
+folder's ``config.json``, that its architecture's decoder layers and their linear maps can be
+found (:func:`check_decoder_layers`), the tokenizer folder's files (and the slow tokenizer when
+asked for), and that the tokenizer's ids fit the model's vocabulary (a larger tokenizer would
+index past the embedding at the first window).
 
 :func:`check_lm_files` is what ``prunebench run`` calls before it loads anything; a planner
 that checks many runs calls it once per distinct (model, tokenizer) pair (it caches).
@@ -17,6 +19,7 @@ from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.models.causal_lm import BYTES, LM_MODELS, hub_snapshot, read_config
 from benchmark.models.pretrained import HF, require_available
+from benchmark.pruning.offload import LAYER_PATHS, decoder_layers
 
 
 def check_lm_files(cfg: RunConfig, loads_model: bool = True) -> None:
@@ -29,7 +32,9 @@ def check_lm_files(cfg: RunConfig, loads_model: bool = True) -> None:
     model_vocab = None
     if loads_model and cfg.model.pretrained:
         model_vocab = _model_vocab(cfg.model.pretrained)
-    tokens = _tokenizer_vocab(cfg.data.tokenizer)
+        if cfg.model.name == "causal_lm":
+            check_decoder_layers(cfg.model.pretrained)
+    tokens = _tokenizer_vocab(cfg.data.tokenizer, cfg.data.slow_tokenizer)
     _check_fit(cfg.data.tokenizer, tokens, cfg.model.pretrained, model_vocab)
 
 
@@ -46,11 +51,50 @@ def _model_vocab(pretrained: str) -> int | None:
 
 
 @functools.cache
-def _tokenizer_vocab(name: str) -> int:
-    """The number of ids of ``data.tokenizer`` ``name`` (bytes: 256)."""
-    from benchmark.data.language import load_tokenizer
+def _tokenizer_vocab(name: str, slow: bool = False) -> int:
+    """The number of ids of ``data.tokenizer`` ``name`` (bytes: 256; ``slow``: of the slow
+    tokenizer, which may not be had: an error naming ``data.slow_tokenizer``)."""
+    from benchmark.data.lm_tokenizer import load_tokenizer
 
-    return load_tokenizer(name)[1]
+    return load_tokenizer(name, slow)[1]
+
+
+@functools.cache
+def check_decoder_layers(pretrained: str) -> None:
+    """Refuse, naming the architecture, a model whose decoder layers or their ``nn.Linear`` maps
+    cannot be found (one-shot pruning goes layer by layer over them): its skeleton is built from
+    ``config.json`` on the meta device (no weights read, no memory taken)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = str(hub_snapshot(pretrained)) if pretrained.startswith(HF) else pretrained
+    kind = read_config(folder).get("model_type", "?")
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (OSError, ValueError, KeyError) as err:
+        raise ConfigError(
+            "model.pretrained",
+            pretrained,
+            f"a causal LM class transformers knows; model_type {kind!r}: {err}",
+        ) from None
+    arch = f"{type(model).__name__} (model_type {kind!r})"
+    try:
+        layers = decoder_layers(model)
+    except ValueError:
+        raise ConfigError(
+            "model.pretrained",
+            pretrained,
+            f"a model whose decoder layers are at one of {', '.join(LAYER_PATHS)}; {arch} has "
+            "none there, so its linear layers cannot be pruned layer by layer",
+        ) from None
+    if not any(isinstance(m, nn.Linear) for m in layers[0].modules()):
+        raise ConfigError(
+            "model.pretrained",
+            pretrained,
+            f"a model whose decoder layers compute with nn.Linear maps; {arch}'s have none",
+        )
 
 
 def _check_fit(tokenizer: str, tokens: int, pretrained: str, vocab: int | None) -> None:

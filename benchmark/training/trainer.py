@@ -362,7 +362,7 @@ class Trainer(EpochLoop):
 
         The same code runs eagerly and inside a CUDA graph capture (benchmark.training.fast_step).
         """
-        model, opt, method = self.model, self.optimizer, self.method
+        opt, method = self.optimizer, self.method
         in_method = self.in_method
         if in_method:
             method.before_forward(step)
@@ -379,7 +379,7 @@ class Trainer(EpochLoop):
         if in_method:
             method.before_step(step)
         if self.cfg.optim.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), self.cfg.optim.grad_clip)
+            nn.utils.clip_grad_norm_(method.clipped_parameters(), self.cfg.optim.grad_clip)
         opt.step()
         if in_method:
             method.after_step(step)

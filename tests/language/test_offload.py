@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import tiny_lm_config
 from torch import nn
 
 from benchmark.config.parse import config_from_dict
@@ -16,25 +17,9 @@ from benchmark.training.validation import validate
 
 
 def lm_cfg(model: dict | None = None, runtime: dict | None = None, **method: object):
-    cfg = config_from_dict(
-        {
-            "data": {
-                "name": "pydoc",
-                "max_length": 32,
-                "batch_size": 4,
-                "eval_batch_size": 64,
-                "epoch_iters": 3,
-            },
-            "model": {"name": "llama_tiny", **(model or {})},
-            "optim": {"name": "adamw", "weight_decay": 0.0},
-            "budget": {"epochs": 1},
-            "method": {"name": "sparsegpt", "sparsity": 0.5, "calibration_samples": 8, **method},
-            "runtime": {"device": "cpu", "threads": 1, **(runtime or {})},
-            "logging": {"progress": False},
-        }
-    )
-    validate(cfg)
-    return cfg
+    method = {"name": "sparsegpt", "sparsity": 0.5, "calibration_samples": 8, **method}
+    data = {"eval_batch_size": 64}
+    return tiny_lm_config(data=data, model=model or {}, runtime=runtime or {}, method=method)
 
 
 class FakeDevice(Placement):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import tiny_lm_config
 from torch import nn
 
-from benchmark.config.parse import config_from_dict
 from benchmark.core.errors import ConfigError
 from benchmark.pruning.nm import is_nm
 from benchmark.pruning.oneshot import (
@@ -19,7 +19,6 @@ from benchmark.pruning.oneshot import (
     sparsegpt_prune,
     wanda_score,
 )
-from benchmark.training.validation import validate
 from methods._lora import ADAPTERS, merge, wrap
 
 
@@ -131,25 +130,7 @@ def test_adapters_merge_with_exactly_the_pruned_mask(variant: str) -> None:
 
 
 def lm_cfg(**method: object):
-    cfg = config_from_dict(
-        {
-            "data": {
-                "name": "pydoc",
-                "max_length": 32,
-                "batch_size": 4,
-                "eval_batch_size": 256,
-                "epoch_iters": 3,
-            },
-            "model": {"name": "llama_tiny"},
-            "optim": {"name": "adamw", "weight_decay": 0.0},
-            "budget": {"epochs": 1},
-            "method": {"sparsity": 0.5, **method},
-            "runtime": {"device": "cpu", "threads": 1},
-            "logging": {"progress": False},
-        }
-    )
-    validate(cfg)
-    return cfg
+    return tiny_lm_config(method={"sparsity": 0.5, **method})
 
 
 def test_nm_pattern_that_does_not_divide_a_layer_is_refused() -> None:

@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     from benchmark.cli import costs as costs_cli
     from benchmark.cli import experiments as experiments_cli
+    from benchmark.cli import export_model as export_model_cli
     from benchmark.cli import launch as launch_cli
     from benchmark.cli import listing as listing_cli
     from benchmark.cli import report as report_cli
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.add_parsers(sub)
     storage_cli.add_parsers(sub)
     costs_cli.add_parsers(sub)
+    export_model_cli.add_parsers(sub)
     add_width(parser)
     _show_defaults(parser)
     return parser
@@ -473,7 +475,8 @@ def _group_commands() -> dict[str, Any]:
     import importlib
 
     found: dict[str, Any] = {}
-    for group in ("experiments", "listing", "launch", "report", "storage", "costs"):
+    groups = ("experiments", "listing", "launch", "report", "storage", "costs", "export_model")
+    for group in groups:
         found.update(importlib.import_module(f"benchmark.cli.{group}").COMMANDS)
     return found
 

@@ -283,8 +283,9 @@ class OneShotLM(Method):
         return 0 if self.params.retrain == "none" else self.cfg.budget.epochs
 
     def parent_config(self) -> RunConfig | None:
-        """The dense parent trained here first: in float32 whatever this run's ``model.dtype``
-        (a half-precision run prunes the same parent as a float32 one)."""
+        """The dense parent trained here first: in float32 whatever this run's ``model.dtype``,
+        on random windows without gradient clipping whatever the retraining's (children that
+        differ in how they are pruned or retrained prune the same parent)."""
         if self.params.parent_epochs == 0:
             return None
         from benchmark.config.parse import replace_section
@@ -295,6 +296,8 @@ class OneShotLM(Method):
             parent,
             model=dataclasses.replace(parent.model, dtype="float32"),
             eval=dataclasses.replace(parent.eval, zero_shot=[]),
+            optim=dataclasses.replace(parent.optim, grad_clip=0.0),
+            data=dataclasses.replace(parent.data, train_windows="random"),
         )
 
     def schedule_lrs(self, iters_per_epoch: int) -> np.ndarray:

@@ -57,6 +57,13 @@ LLAMA2 = {
     size: pretrained_lm(f"Llama-2-{size}", f"meta-llama/Llama-2-{size.lower()}-hf", 4096)
     for size in ("7B", "13B", "70B")
 }
+# Retraining as PERP's code runs it (Hugging Face Trainer's defaults and its PEFT set): the
+# gradient norm clipped to 1.0 and a LoRA adapter on the output head instead of the whole head.
+PERP_TRAINER = {"optim.grad_clip": 1.0}
+PERP_HEAD = {"method.head": "lora"}
+# PERP's training examples: each C4 document truncated to the context, padded (paper scale; the
+# smoke data's 63 training topics would run out within an epoch).
+PERP_DATA = {"data.train_windows": "documents"}
 # PERP's retraining budget is our choice here (1000 iterations of 2 windows of 2048 tokens,
 # about 4M tokens); PERP's own tables' budgets were not reachable as text.
 PERP_ITERS = 1000

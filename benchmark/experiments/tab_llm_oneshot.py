@@ -4,12 +4,19 @@ README (``locuslab/wanda``, "WikiText perplexity with LLaMA-2").
 
 Smoke scale: a tiny Llama trained here for 3 short epochs on CPython's documentation, the same
 rows and columns, plus a section where every pruned model is retrained by PERP's MaskLoRA for 100
-iterations (the mask is kept exactly). It shows the protocol end to end and the ordering dense <
-SparseGPT < magnitude; it cannot show Wanda's advantage, which comes from the outlier features of
-large models (a tiny model has few), so Wanda's place is printed as measured.
+iterations (the mask is kept exactly; PERP's LoRA on the head, gradients clipped at 1.0). It
+shows the protocol end to end and the ordering dense < SparseGPT < magnitude; it cannot show
+Wanda's advantage, which comes from the outlier features of large models (a tiny model has few),
+so Wanda's place is printed as measured.
 """
 
-from benchmark.experiments.llm_problems import LLAMA2, LM_SMOKE, SMOKE_PARENT_EPOCHS
+from benchmark.experiments.llm_problems import (
+    LLAMA2,
+    LM_SMOKE,
+    PERP_HEAD,
+    PERP_TRAINER,
+    SMOKE_PARENT_EPOCHS,
+)
 from benchmark.experiments.llm_tables import LMColumn, LMGrid, LMRow, LMTable
 
 ROWS = (
@@ -24,7 +31,13 @@ COLUMNS = (
     LMColumn(50, "unstructured", {"method.pattern": "unstructured"}),
     LMColumn(50, "2:4", {"method.pattern": "2:4"}),
 )
-MASKLORA = {"method.retrain": "perp", "method.adapter": "masklora", "budget.epochs": 1}
+MASKLORA = {
+    "method.retrain": "perp",
+    "method.adapter": "masklora",
+    "budget.epochs": 1,
+    **PERP_HEAD,
+    **PERP_TRAINER,
+}
 RETRAINED_ROWS = tuple(LMRow(f"{row.label} + MaskLoRA", row.method, MASKLORA) for row in ROWS[1:])
 SMOKE_SETTINGS = {"method.parent_epochs": SMOKE_PARENT_EPOCHS}
 

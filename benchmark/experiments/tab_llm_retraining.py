@@ -9,24 +9,42 @@ retraining iterations; it shows how much of the gap each variant recovers there 
 adapter merges with the pruned mask, not how the variants rank on billion-parameter models.
 """
 
-from benchmark.experiments.llm_problems import LM_SMOKE, OPT, SMOKE_PARENT_EPOCHS
+from collections.abc import Mapping
+from typing import Any
+
+from benchmark.experiments.llm_problems import (
+    LM_SMOKE,
+    OPT,
+    PERP_DATA,
+    PERP_HEAD,
+    PERP_TRAINER,
+    SMOKE_PARENT_EPOCHS,
+)
 from benchmark.experiments.llm_tables import LMColumn, LMGrid, LMRow, LMTable
 
-PERP = {"method.retrain": "perp"}
-ROWS = (
-    # Nothing retrained: one run feeds both schedule columns.
-    LMRow("None", "oneshot_magnitude", {"method.retrain_schedule": "linear"}),
-    LMRow("Full", "oneshot_magnitude", {"method.retrain": "full"}),
-    LMRow("PERP (biases, norms, head)", "oneshot_magnitude", {**PERP, "method.adapter": "none"}),
-    *(
-        LMRow(f"PERP + {label}", "oneshot_magnitude", {**PERP, "method.adapter": adapter})
-        for label, adapter in (
-            ("LoRA", "lora"),
-            ("MaskLoRA", "masklora"),
-            ("ScaleLoRA", "scalelora"),
-        )
-    ),
-)
+
+def rows(data: Mapping[str, Any]) -> tuple[LMRow, ...]:
+    """The rows; every retraining one clips gradients as PERP's trainer, PERP's rows put a LoRA
+    adapter on the head, and ``data`` says the retraining windows (PERP's documents at paper
+    scale)."""
+    trained = {**PERP_TRAINER, **data}
+    perp = {"method.retrain": "perp", **PERP_HEAD, **trained}
+    return (
+        # Nothing retrained: one run feeds both schedule columns.
+        LMRow("None", "oneshot_magnitude", {"method.retrain_schedule": "linear"}),
+        LMRow("Full", "oneshot_magnitude", {"method.retrain": "full", **trained}),
+        LMRow(
+            "PERP (biases, norms, head)", "oneshot_magnitude", {**perp, "method.adapter": "none"}
+        ),
+        *(
+            LMRow(f"PERP + {label}", "oneshot_magnitude", {**perp, "method.adapter": adapter})
+            for label, adapter in (
+                ("LoRA", "lora"),
+                ("MaskLoRA", "masklora"),
+                ("ScaleLoRA", "scalelora"),
+            )
+        ),
+    )
 
 
 def columns(goals: tuple[int, ...]) -> tuple[LMColumn, ...]:
@@ -49,9 +67,10 @@ PAPER_SETTINGS = {"data.batch_size": 2, "budget.epochs": 1}
 SPEC = LMTable(
     "llm-retraining-perp",
     "Language models, retraining after magnitude pruning: none, full, PERP and its LoRA variants",
-    smoke=(LMGrid(LM_SMOKE, "tiny Llama (pydoc)", ROWS, columns((70,)), SMOKE_SETTINGS),),
+    smoke=(LMGrid(LM_SMOKE, "tiny Llama (pydoc)", rows({}), columns((70,)), SMOKE_SETTINGS),),
     paper=tuple(
-        LMGrid(p, p.name, ROWS, columns((50, 60, 70)), PAPER_SETTINGS) for p in OPT.values()
+        LMGrid(p, p.name, rows(PERP_DATA), columns((50, 60, 70)), PAPER_SETTINGS)
+        for p in OPT.values()
     ),
     column_name="schedule",
 )

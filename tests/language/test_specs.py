@@ -35,6 +35,30 @@ def test_retraining_spec_plans_every_variant_under_both_schedules(tmp_path) -> N
     # 3 OPT models x 6 rows x 3 sparsities x 2 schedules; "None" retrains nothing: one run.
     assert len(paper) == 108 and paper.run_id.nunique() == 108 - 3 * 3
     assert spec.published_numbers() is None  # PERP's cells were not available as text
+    # Retraining as PERP's code: clipped gradients everywhere, a LoRA on the head in PERP's rows,
+    # truncated documents at paper scale only (the smoke text's 63 topics would run out).
+    trained = [r.cfg for r in spec.runs("paper", tmp_path) if r.row != "None"]
+    assert {(c.optim.grad_clip, c.data.train_windows) for c in trained} == {(1.0, "documents")}
+    perp = {c.method.params.head for c in trained if c.method.params.retrain == "perp"}
+    assert perp == {"lora"}
+    smoke = [r.cfg for r in spec.runs("smoke", tmp_path) if r.row != "None"]
+    assert {(c.optim.grad_clip, c.data.train_windows) for c in smoke} == {(1.0, "random")}
+
+
+def test_retraining_spec_s_docstring_names_its_own_smoke_parent(tmp_path) -> None:
+    import benchmark.experiments.tab_llm_retraining as module
+    from methods import get_method
+
+    def parents(spec_id: str) -> set[str]:
+        runs = get_experiment(spec_id).runs("smoke", tmp_path)
+        return {get_method(r.cfg.method.name)(r.cfg).parent_config().run_id for r in runs}
+
+    # Not the one-shot table's parent: trained for fewer iterations, as the docstring says.
+    assert not parents("llm-retraining-perp") & parents("llm-oneshot-wikitext2")
+    parent = next(iter(get_experiment("llm-retraining-perp").runs("smoke", tmp_path))).cfg
+    epochs, iters = parent.method.params.parent_epochs, parent.data.epoch_iters
+    doc = " ".join((module.__doc__ or "").split())
+    assert f"{epochs} epochs of {iters} iterations" in doc and "of its own" in doc
 
 
 def _with(cfg, **sections):

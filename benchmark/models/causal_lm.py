@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from torch import nn
 
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, check
 from benchmark.models.pretrained import HF, hf_cache, hf_repo, require_available
 from benchmark.models.registry import DATASET_MODELS, FOLDER_MODELS, MODEL_DATASETS, MODELS
 
@@ -178,6 +178,18 @@ def validate_lm(model: str, pretrained: str, max_length: int, tokenizer: str) ->
     if limit is not None and max_length > limit:
         raise ConfigError(
             "data.max_length", max_length, f"at most {limit} tokens (the positions of {model})"
+        )
+    window = config.get("sliding_window")
+    if len(set(config.get("layer_types") or ())) > 1 and isinstance(window, int):
+        # The layer-by-layer pass hands every layer the first one's attention mask: the same
+        # mask for sliding and full attention only while a window fits the sliding window.
+        check(
+            max_length <= window,
+            "data.max_length",
+            max_length,
+            f"at most {window} tokens (the sliding window of a model whose layers attend "
+            f"differently, layer_types {sorted(set(config['layer_types']))}: pruning goes layer "
+            "by layer with the first layer's attention mask)",
         )
 
 

@@ -158,3 +158,22 @@ def test_a_model_type_transformers_does_not_know_is_refused_by_name(tmp_path: Pa
     with pytest.raises(ConfigError) as err:
         check_before_compute(folder_config(folder, tmp_path / "runs", name="wanda"))
     assert err.value.field == "model.pretrained" and "my_own_llm" in str(err.value)
+
+
+def test_mixed_sliding_window_layers_take_windows_within_the_sliding_window(tmp_path) -> None:
+    # Gemma-2 alternates sliding and full attention: pruning layer by layer hands every layer
+    # the first one's mask, the same for both only while a window fits the sliding window.
+    kwargs = {**SMALL, "head_dim": 16, "sliding_window": 16}
+    folder = checkpoint(tmp_path / "gemma2", "Gemma2Config", kwargs)
+    with pytest.raises(ConfigError) as err:
+        folder_config(folder, tmp_path / "runs", name="wanda")  # windows of 32 tokens
+    assert err.value.field == "data.max_length" and "sliding window" in str(err.value)
+    record = execute(
+        tiny_lm_config(
+            data={"tokenizer": "bytes", "epoch_iters": 2, "max_length": 16},
+            model={"name": "causal_lm", "pretrained": str(folder)},
+            method={"name": "wanda", "calibration_samples": 4},
+            output={"dir": str(tmp_path / "runs")},
+        )
+    )
+    assert record["status"] == "finished"

@@ -8,6 +8,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
@@ -24,13 +25,17 @@ def submit_missing(
     profile: str | None = None,
     runs_per_gpu: int = 1,
     array: int = 1,
+    array_layout: str | None = None,
+    dry_run: bool = False,
 ) -> list[str]:
     """Submit the configs the store has not finished; returns their run ids.
 
     This is the one place that knows how runs are executed: through the launcher
     (``benchmark.launch.submit_grid``: idempotent, skips finished or queued runs, dense parents
     first) as a grid named ``name``. Without the launcher, the local executor runs them here,
-    one after the other, with ``benchmark.training.runner.execute``.
+    one after the other, with ``benchmark.training.runner.execute``. ``dry_run``: nothing runs;
+    with ``array`` > 1 the lines saying how the jobs would form arrays go to stderr, as
+    ``submit --dry-run`` prints them.
     """
     from benchmark.store.results import Store
 
@@ -47,6 +52,8 @@ def submit_missing(
     if launch is None:
         if executor != "local":
             raise ConfigError("--executor", executor, "local (the launcher is not installed)")
+        if dry_run:
+            return [c.run_id for c in missing]
         from benchmark.training.runner import execute
 
         for i, cfg in enumerate(missing, start=1):
@@ -58,13 +65,29 @@ def submit_missing(
         workers=workers,
         runs_per_gpu=runs_per_gpu,
         array=array,
+        array_layout=array_layout,
         profile=launch.load_profile(profile) if profile is not None else None,
     )
     grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")
     expansion = Expansion(grid, [GridRun(c.run_id, c, {}) for c in missing], len(missing))
-    result = launch.submit_grid(expansion, Path(store_dir).resolve(), settings, out=sys.stderr)
+    root = Path(store_dir).resolve()
+    result = launch.submit_grid(expansion, root, settings, out=sys.stderr, dry_run=dry_run)
+    if dry_run:
+        from benchmark.launch.arrays import array_lines
+
+        if array > 1:
+            print("\n".join(array_lines(result.specs, array, array_layout)), file=sys.stderr)
+        return [n.run_id for n in result.plan.submit]
     print(result.summary(), file=sys.stderr)
     return list(result.submitted_runs)
+
+
+def check_array_flags(args: Any) -> None:
+    """Refuse ``--array-layout`` naming no layout, or without ``--array K`` > 1."""
+    if args.array_layout is not None:
+        from benchmark.training.array.fit import check_layout
+
+        check_layout(args.array_layout, args.array)
 
 
 def reading_from(configs: list[RunConfig], root: str, scale: str) -> list[RunConfig]:

@@ -16,6 +16,7 @@ import pytest
 import torch
 from helpers import tiny_config
 
+from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.core.files import load_checkpoint
 from benchmark.store.results import Store
@@ -149,31 +150,102 @@ def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
         execute_array([four_runs(tmp_path)[0], adamw])
 
 
-def test_runs_of_another_task_train_packed_not_as_an_array(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Language-model runs with the SGD optimizer pass the config checks, but their model takes
-    keyword inputs and returns a structured output: they train packed, with the reason said."""
+def test_runs_that_would_train_packed_are_left_out_of_arrays_when_planned(tmp_path: Path) -> None:
+    """What the run would find when it starts (its data set's task, its model's modules, the
+    layout asked for) decides before it runs, so a dry run counts as arrays only what trains
+    as arrays."""
     from benchmark.config.parse import config_from_dict
-    from benchmark.training.validation import validate
 
-    def lm(seed: int):  # noqa: ANN202 - a RunConfig
-        cfg = config_from_dict(
+    def cfg(data: str, model: str, seed: int, **data_extra: object) -> RunConfig:
+        return config_from_dict(
             {
                 "seed": seed,
-                "data": {"name": "pydoc", "max_length": 32, "batch_size": 4, "epoch_iters": 2},
-                "model": {"name": "llama_tiny"},
+                "data": {"name": data, **data_extra},
+                "model": {"name": model},
                 "method": {"name": "dense"},
-                "budget": {"epochs": 1},
-                "runtime": {"device": "cpu", "threads": 1},
-                "logging": {"progress": False},
-                "output": {"dir": str(tmp_path / "runs")},
+                "output": {"dir": str(tmp_path)},
             }
         )
-        validate(cfg)
-        return cfg
 
-    out = execute_array([lm(0), lm(1)])
-    assert all(isinstance(r, dict) and r["status"] == "finished" for r in out), out
-    assert "packed, not as an array: the causal_lm task" in capsys.readouterr().err
-    assert all("array" not in r["metrics"] for r in out)
+    pairs = {
+        "the causal_lm task": [cfg("pydoc", "llama_tiny", s, max_length=32) for s in (0, 1)],
+        "the segmentation task": [cfg("coco", "deeplabv3_tiny", s) for s in (0, 1)],
+        "draws random numbers in its forward (Dropout)": [
+            cfg("cifar10", "wrn28_10", s) for s in (0, 1)
+        ],
+    }
+    for reason, runs in pairs.items():
+        arrays, rest, why = form_arrays(runs, 4)
+        assert not arrays and rest == runs
+        assert all(reason in why[c.run_id] for c in runs), why
+    resnets = [cfg("imagenet", "resnet50", s) for s in (0, 1)]
+    assert form_arrays(resnets, 4)[0] == [resnets]
+    arrays, _, why = form_arrays(resnets, 4, "grouped")
+    assert not arrays and "grouped array layout cannot run the model" in why[resnets[0].run_id]
+
+
+def _same_runs(whole: list, again: list, stores: tuple[Path, Path]) -> None:
+    """Every run of ``again`` (resumed) is bit for bit the uninterrupted one of ``whole``,
+    and says it trained in the same array."""
+    for one, other in zip(whole, again, strict=True):
+        assert isinstance(one, dict) and isinstance(other, dict), other
+        assert losses(other) == losses(one)
+        assert other["metrics"]["test"] == one["metrics"]["test"]
+        assert other["metrics"]["array"] == one["metrics"]["array"]
+        w1 = load_checkpoint(Store(stores[0]).weights_path(one["run_id"]))
+        w2 = load_checkpoint(Store(stores[1]).weights_path(other["run_id"]))
+        assert all(torch.equal(w1[k], w2[k]) for k in w1)
+
+
+def test_an_array_killed_between_its_runs_checkpoints_resumes_as_the_same_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill after one run has checkpointed an epoch and before the other has: the rerun
+    trains them in one array again (one an epoch ahead of the other), as uninterrupted."""
+    uninterrupted = execute_array(four_runs(tmp_path / "whole")[::3])
+    original = Trainer.write_checkpoint
+
+    def save_then_die(self: Trainer) -> None:
+        original(self)
+        if self.state.epoch == 2 and self.cfg.method.name == "bimp":
+            raise SystemExit(3)  # the BIMP run wrote epoch 2, the GMP run is at epoch 1
+
+    monkeypatch.setattr(Trainer, "write_checkpoint", save_then_die)
+    with pytest.raises(SystemExit):
+        execute_array(four_runs(tmp_path / "killed")[::3])
+    monkeypatch.setattr(Trainer, "write_checkpoint", original)
+    resumed = execute_array(four_runs(tmp_path / "killed")[::3])
+    assert all(r["resumed"] for r in resumed)
+    _same_runs(uninterrupted, resumed, (tmp_path / "whole", tmp_path / "killed"))
+
+
+def test_an_array_killed_in_its_runs_final_writes_finishes_the_others_in_an_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill right after the first run's result is written: the other run resumes from its
+    checkpoint of the epoch before and trains its last epoch in an array (of one), not alone;
+    its record names the array it trained in."""
+    from benchmark.launch.task import GridTask
+    from benchmark.training.runner import Session
+
+    uninterrupted = execute_array(four_runs(tmp_path / "whole")[::3])
+    original = Session.finish
+
+    def finish_then_die(self: Session, metrics: dict) -> dict:
+        record = original(self, metrics)
+        if self.cfg.method.name == "bimp":
+            raise SystemExit(3)
+        return record
+
+    monkeypatch.setattr(Session, "finish", finish_then_die)
+    with pytest.raises(SystemExit):
+        execute_array(four_runs(tmp_path / "killed")[::3])
+    monkeypatch.setattr(Session, "finish", original)
+    store = Store(tmp_path / "killed")
+    first, last = four_runs(tmp_path / "killed")[::3]
+    assert store.is_finished(first.run_id) and not store.is_finished(last.run_id)
+    # The job's rerun: the finished run is skipped, the other is the only one left.
+    GridTask([first, last], array=4)()
+    resumed = [store.read(first.run_id), store.read(last.run_id)]
+    assert resumed[1]["resumed"]
+    _same_runs(uninterrupted, resumed, (tmp_path / "whole", tmp_path / "killed"))

@@ -9,14 +9,15 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
+from benchmark.training.array import LAYOUTS
 from benchmark.training.array.grouped import GroupedModel, grouped_unsupported
 
-# How the array's forward runs the K models: "vmap" (torch.func; convolutions with batched
-# weights become one grouped convolution), "loop" (K functional calls in one autograd graph) or
-# "grouped" (one wide model whose activations are [N, K*C, H, W] throughout: grouped
+# LAYOUTS, how the array's forward runs the K models: "vmap" (torch.func; convolutions with
+# batched weights become one grouped convolution), "loop" (K functional calls in one autograd
+# graph) or "grouped" (one wide model whose activations are [N, K*C, H, W] throughout: grouped
 # convolutions, BatchNorm over K*C channels, batched linear layers; benchmark.training.array.
 # grouped, for the models it knows).
-LAYOUTS = ("vmap", "loop", "grouped")
+
 # Each parameter's row segment starts at a multiple of this many elements (64 bytes in fp32):
 # cuDNN and cuBLAS kernels read vectors and fail ("misaligned address") on a weight that starts
 # between vector boundaries.

@@ -138,6 +138,9 @@ class ArrayStep:
         self.unclaimed = [0.0] * self.k  # capture seconds each run's loop has not been told of
         self.first_shapes: tuple[torch.Size, torch.Size] | None = None  # the graph's shapes
         self.live = set(range(self.k))
+        # Slots whose run has not stepped with the others yet: at their first step every live
+        # run's record of the array (its checkpointed state) learns who it trains beside.
+        self.joined = set(range(self.k))
         self.pending: dict[int, tuple[Tensor, Tensor, int]] = {}
         self.steps = 0
         for k, trainer in enumerate(trainers):
@@ -145,12 +148,21 @@ class ArrayStep:
             trainer.stream_only = True  # the array's memory peak is no run's own
 
     def record(self) -> dict[str, Any]:
-        """What a run's record says of the array it trained in."""
+        """The array as a run's record says it: its slots, layout and the runs in it now."""
         return {
             "size": self.k,
-            "runs": [t.cfg.run_id for t in self.trainers],
+            "runs": [self.trainers[k].cfg.run_id for k in sorted(self.live)],
             "layout": self.stacked.layout,
         }
+
+    def _note_members(self) -> None:
+        """Add the runs stepping now to every live run's record of its array (kept in its
+        state, so in its checkpoints: a resumed run's record still names them)."""
+        now = self.record()
+        for k in self.live:
+            state = self.trainers[k].state
+            state.array = merge_records(state.array, now)
+        self.joined.clear()
 
     def retire(self, k: int) -> None:
         """Run ``k`` ended (finished, failed or diverged): the others go on without it."""
@@ -174,6 +186,8 @@ class ArrayStep:
     def _step(self) -> None:
         batches, self.pending = self.pending, {}
         stacked = self.stacked
+        if self.joined:
+            self._note_members()
         if any(step % self.trainers[k].ipe == 0 for k, (_, _, step) in batches.items()):
             # An epoch's first iteration follows the runs' epoch-boundary hooks, which may have
             # replaced a run's parameter tensors (their values are kept) or cleared its
@@ -299,6 +313,20 @@ class ArrayStep:
         for trainer in trainers:
             trainer.runner.stats.captures += 1
         return graph
+
+
+def merge_records(old: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+    """A run's record of its array(s): ``old`` (from before, or from its checkpoint) with the
+    array ``now``: the runs of both in order of first appearance, the larger size and every
+    layout (joined by "+" when a resumed run trained in another one)."""
+    if old is None:
+        return dict(now, runs=list(now["runs"]))
+    layouts = old["layout"].split("+")
+    return {
+        "size": max(old["size"], now["size"]),
+        "runs": [*old["runs"], *(r for r in now["runs"] if r not in old["runs"])],
+        "layout": "+".join([*layouts, *([now["layout"]] if now["layout"] not in layouts else [])]),
+    }
 
 
 class _Graph:

@@ -324,16 +324,24 @@ def estimate(
     return Estimate(lines, total, device, sources)
 
 
-def array_sizes(cfgs: Sequence[RunConfig], size: int, layout: str | None = None) -> dict[str, int]:
-    """The size of the array each run of ``cfgs`` trains in with ``--array size`` (by run id;
-    runs left to pack are absent), as benchmark.training.array.fit.form_arrays forms arrays
-    from the whole plan: a group of 3 compatible runs is an array of 3, priced at a calibrated
-    array of at most 3 runs, not at the largest one. (A job forms arrays from its own runs, so
-    where a job splits a group its arrays come out smaller than these.)"""
-    from benchmark.training.array.fit import form_arrays
+def array_sizes(
+    cfgs: Sequence[RunConfig], size: int, layout: str | None = None
+) -> dict[str, tuple[int, float]]:
+    """The array each run of ``cfgs`` trains in with ``--array size`` (by run id; runs left to
+    pack are absent): its slots and how full they stay (its runs' passes over its slots times
+    the epochs it takes), as benchmark.training.array.fit.form_arrays forms arrays from the
+    whole plan: 3 compatible runs are an array of 3 slots, priced at a calibrated array of at
+    most 3 runs, not at the largest one. (A job forms arrays from its own runs, so where a job
+    splits a group its arrays come out smaller than these.)"""
+    from benchmark.training.array.fit import array_span, form_arrays
 
     arrays, _rest, _why = form_arrays(list(cfgs), size, layout)
-    return {cfg.run_id: len(chunk) for chunk in arrays for cfg in chunk}
+    out: dict[str, tuple[int, float]] = {}
+    for group in arrays:
+        slots, passes = min(size, len(group)), [run_passes(c) for c in group]
+        fill = sum(passes) / (slots * array_span(passes, slots))
+        out.update({cfg.run_id: (slots, fill) for cfg in group})
+    return out
 
 
 @dataclass
@@ -343,7 +351,7 @@ class _Pricing:
     throughputs: Throughputs
     device: str | None
     sources: dict[Workload, str]  # filled in: every source a workload's rates come from
-    sizes: Mapping[str, int]  # run id -> the size of the array it trains in
+    sizes: Mapping[str, tuple[int, float]]  # run id -> its array's slots and fill
     layout: str | None
 
 
@@ -359,7 +367,7 @@ def _line(
         line.missing += missing
         line.missing_passes += passes * missing
         w = workload(cfg)
-        k = priced.sizes.get(run_id, 1)
+        k, fill = priced.sizes.get(run_id, (1, 1.0))
         found = None
         if device:
             found = priced.throughputs.lookup(w, device, cfg.method.name, k, priced.layout)
@@ -384,7 +392,8 @@ def _line(
         if images is None:
             line.no_size.add(cfg.data.name)
             continue
-        hours = passes * images / found.images_per_s / 3600.0
+        # An array's empty slots cost what full ones do: its runs' hours over its fill.
+        hours = passes * images / found.images_per_s / 3600.0 / (fill if found.array > 1 else 1)
         line.all_hours += hours
         line.hours += hours * missing
     return line

@@ -148,7 +148,8 @@ class GridTask(submitit.helpers.Checkpointable):
         return outcome
 
     def _run_arrays(self, todo: list[RunConfig], outcome: dict[str, str]) -> list[RunConfig]:
-        """Train the arrays ``todo`` forms (``array`` > 1); returns the runs left to pack."""
+        """Train the arrays ``todo`` forms (``array`` > 1: each through up to that many slots,
+        a run that ends giving its slot to the next); returns the runs left to pack."""
         if self.array <= 1:
             return todo
         from benchmark.training.array.fit import ALONE, execute_array, form_arrays
@@ -163,7 +164,7 @@ class GridTask(submitit.helpers.Checkpointable):
             _log(f"run {cfg.run_id}: packed, not in an array: {why[cfg.run_id]}")
         for array in arrays:
             # execute_array says whether they train as an array or packed, once it knows.
-            results = execute_array(array, layout=self.layout, log=_log)
+            results = execute_array(array, layout=self.layout, size=self.array, log=_log)
             for cfg, result in zip(array, results, strict=True):
                 outcome[cfg.run_id] = self._outcome(cfg, result)
         return rest

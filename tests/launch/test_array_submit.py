@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,10 +23,11 @@ def test_a_dry_run_says_how_many_arrays_and_packs_it_forms(
 ) -> None:
     assert _submit(tmp_path, "--array", "4", "--dry-run") == 0
     out = capsys.readouterr().out
-    # The smoke grid: the dense parent alone in its job; its 4 BIMP runs (4 epochs) form one
-    # array, the 2 IMP runs (2 epochs, after the parent) another.
-    assert "arrays (--array 4): 2 arrays of 6 runs in all; 1 run packed instead" in out
-    assert "1 packed: no other run of the grid fits its array" in out
+    # The smoke grid: the dense parent (3 epochs) and 4 BIMP runs (4 epochs) in one job form
+    # an array of 4 slots (the parent takes the first that frees: 19 passes in 4 x 7 slot
+    # epochs), the 2 IMP runs (2 epochs, after the parent) another of 2.
+    assert "arrays (--array 4): 2 arrays of 7 runs in all (6 slots, 72% full); 0 runs" in out
+    assert "dataset passes in arrays: 23 of 23 (100.0%)" in out
 
 
 def test_array_is_refused_below_one_before_anything_runs(
@@ -45,11 +44,12 @@ def test_an_arrayed_grid_stores_every_run_as_its_own(
 ) -> None:
     assert _submit(tmp_path, "--array", "4") == 0
     out = capsys.readouterr().out
-    assert "training 4 runs as one array" in out and "training 2 runs as one array" in out
+    assert "training 5 runs as one array (loop layout, 4 slots" in out
+    assert "takes slot" in out and "training 2 runs as one array" in out
     records = {r["run_id"]: r for r in Store(tmp_path).records()}
     assert len(records) == 7 and all(r["status"] == "finished" for r in records.values())
     sizes = sorted(r["metrics"].get("array", {}).get("size", 1) for r in records.values())
-    assert sizes == [1, 2, 2, 4, 4, 4, 4]
+    assert sizes == [2, 2, 4, 4, 4, 4, 4]
     for record in records.values():
         if "array" in record["metrics"]:
             assert record["run_id"] in record["metrics"]["array"]["runs"]
@@ -81,10 +81,12 @@ def test_calibrate_measures_arrays_and_the_dry_run_prices_runs_that_fit_one_at_i
     _, alone = cost_text(groups, set(), str(tmp_path))
     text, arrayed = cost_text(groups, set(), str(tmp_path), array=4)
     sizes = array_sizes([n.cfg for n in nodes], 4)
-    # The smoke grid forms arrays of 4 and 2 runs and leaves one run to pack (see above).
-    assert sorted(Counter(sizes.values()).items()) == [(2, 2), (4, 4)] and len(nodes) == 7
+    # Over the whole plan, the smoke grid's 7 runs form one array of 4 slots, 23 passes in
+    # 4 x 7 slot epochs (an empty slot costs what a full one does).
+    fill = 23 / 28
+    assert len(sizes) == 7 and all(k == 4 and f == pytest.approx(fill) for k, f in sizes.values())
     for one, many in zip(alone.lines, arrayed.lines, strict=True):
-        ratio = rate[1] / rate[2] if one.label in sizes else 1.0  # the packed run: its own rate
+        ratio = rate[1] / rate[2] / fill
         assert many.all_hours == pytest.approx(one.all_hours * ratio), one.label
     assert "arrays of 2 runs" in text
 
@@ -116,7 +118,7 @@ def test_a_dry_run_counts_as_arrays_only_runs_that_train_as_arrays(
     grid = _grid(tmp_path, "wrn28_10", "cifar10")
     assert main(["submit", str(grid), "--store", str(tmp_path), "--array", "4", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "arrays (--array 4): 0 arrays of 0 runs in all; 2 runs packed instead" in out
+    assert "arrays (--array 4): 0 arrays of 0 runs in all (0 slots); 2 runs packed" in out
     assert "2 packed: the model draws random numbers in its forward (Dropout)" in out
     assert "no array rate" not in out
 
@@ -145,7 +147,8 @@ def test_a_dry_run_with_arrays_says_when_no_array_rate_is_measured(
     args = ["reproduce", "cifar10-envelope", "--dry-run", "--store", str(tmp_path)]
     assert main([*args, "--array", "4"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"arrays \(--array 4\): \d+ arrays of 264 runs in all; 0 runs packed", err)
+    # Its two jobs (the 8 dense parents, then the 256 runs that start from them).
+    assert "arrays (--array 4): 2 arrays of 264 runs in all (8 slots, 100% full); 0 runs" in err
     assert "dataset passes in arrays: 11,472 of 11,472 (100.0%)" in err
     assert "no array rate measured for cnn_small/digits (fp32) on cpu" in err
 

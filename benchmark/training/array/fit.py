@@ -1,13 +1,15 @@
 """Which runs of a grid can share an array, and training them as one, each recorded alone.
 
 Runs share an array when their iterations can go in lockstep with one model: the same model and
-data set (batch size, epoch fraction), the same number of epochs in all, the same precision and
-process-wide runtime settings, a method whose per-iteration hooks can run per run (dense, IMP
-with any retraining schedule, BIMP, Renda, GMP; and GSM, LC, DPF, DNW, whose hook between
-backward and step runs on each run's own gradients, in arrays of their own method, stepped
-eagerly) and no gradient clipping. They may differ in seed,
-learning rate and schedule, weight decay, momentum, goal sparsity, criterion and prune epochs:
-each run's own epoch loop, schedule and pruning hooks run on its own slice of the array.
+data set (batch size, epoch fraction), the same precision and process-wide runtime settings, a
+method whose per-iteration hooks can run per run (dense, IMP with any retraining schedule, BIMP,
+Renda, GMP; and GSM, LC, DPF, DNW, whose hook between backward and step runs on each run's own
+gradients, in arrays of their own method, stepped eagerly) and no gradient clipping. They may
+differ in seed, epochs, learning rate and schedule, weight decay, momentum, goal sparsity,
+criterion and prune epochs: each run's own epoch loop, schedule and pruning hooks run on its own
+slice of the array. A job's compatible runs train through one array of at most K slots: the
+first K start in it, and when one ends (at the end of an epoch, where every run's epoch ends)
+the next takes its slot, so the array stays full.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from benchmark.training.packing import (
     pack_key,
     packed_run,
 )
+from benchmark.training.passes import run_passes
 from methods import get_method
 
 
@@ -109,11 +112,10 @@ def planned_layout(device_type: str, model: str, data: str) -> str:
 def array_key(cfg: RunConfig) -> tuple[Any, ...]:
     """What the runs of one array must agree on (see the module docstring)."""
     cls = get_method(cfg.method.name)
-    epochs = cls(cfg).total_epochs() + cfg.finetune.epochs
     # A method with a hook between backward and step (GSM, LC, DPF, DNW) groups its optimizer's
     # parameters its own way and steps its arrays eagerly: its runs share arrays with its own.
     own = cfg.method.name if hooks_between(cls) else ""
-    return (cfg.model.name, repr(cfg.data), epochs, cfg.optim.bf16, pack_key(cfg), own)
+    return (cfg.model.name, repr(cfg.data), cfg.optim.bf16, pack_key(cfg), own)
 
 
 # Why a run that could share an array is left to pack: it has no partner.
@@ -123,9 +125,11 @@ ALONE = "no other run of the grid fits its array"
 def form_arrays(
     cfgs: Sequence[RunConfig], size: int, layout: str | None = None
 ) -> tuple[list[list[RunConfig]], list[RunConfig], dict[str, str]]:
-    """Split ``cfgs`` into arrays of at most ``size`` compatible runs (in ``layout``; None:
-    the device's default), and the runs left over (to pack), with why each of those is left
-    over (by run id: :data:`ALONE` for a run that could share an array but has no partner)."""
+    """Split ``cfgs`` into arrays (in ``layout``; None: the device's default), and the runs
+    left over (to pack), with why each of those is left over (by run id: :data:`ALONE` for a
+    run that could share an array but has no partner). An array holds every compatible run,
+    longest first (the shortest then fill the slots at the end); it trains them through
+    ``min(size, len(array))`` slots (:func:`execute_array`)."""
     groups: dict[tuple[Any, ...], list[RunConfig]] = {}
     rest: list[RunConfig] = []
     why: dict[str, str] = {}
@@ -138,25 +142,32 @@ def form_arrays(
             groups.setdefault(array_key(cfg), []).append(cfg)
     arrays: list[list[RunConfig]] = []
     for group in groups.values():
-        for start in range(0, len(group), size):
-            chunk = group[start : start + size]
-            if len(chunk) > 1:
-                arrays.append(chunk)
-            else:
-                rest.extend(chunk)
-                why[chunk[0].run_id] = ALONE
+        if len(group) > 1 and size > 1:
+            arrays.append(sorted(group, key=run_passes, reverse=True))
+        else:
+            rest.extend(group)
+            why.update({cfg.run_id: ALONE for cfg in group})
     return arrays, rest, why
+
+
+def array_span(passes: Sequence[int], slots: int) -> int:
+    """Epochs an array of ``slots`` slots takes to train runs of ``passes`` epochs, in this
+    order, each run taking the first slot that ends (every epoch of the array is as long as
+    any other: an empty slot computes zeros)."""
+    ends = [0] * min(slots, len(passes))
+    for n in passes:
+        ends[ends.index(min(ends))] += n
+    return max(ends, default=0)
 
 
 def why_not_together(trainers: Sequence[Any]) -> str:
     """Why these started runs cannot train as one array now ("" when they can)."""
     first = trainers[0]
-    # Runs resumed at different epochs train together all the same (their epochs start and
-    # end at the same iterations): an array's runs resume as one array, whichever of them a
-    # kill left an epoch behind the others.
+    # Runs at different epochs train together all the same (their epochs start and end at the
+    # same iterations): a run takes a freed slot at its first epoch, and an array's runs resume
+    # as one array, whichever of them a kill left an epoch behind the others.
     for name, value in (
         ("iterations per epoch", lambda t: t.ipe),
-        ("epochs", lambda t: t.total_epochs),
         ("device", lambda t: str(t.device)),
         ("bf16", lambda t: t.cfg.optim.bf16),
     ):
@@ -180,9 +191,12 @@ def execute_array(
     *,
     force: bool = False,
     layout: str | None = None,
+    size: int | None = None,
     log: Callable[[str], None] = _stderr,
 ) -> list[dict[str, Any] | BaseException]:
-    """Train ``cfgs`` as one array in this process, each into its store as if it trained alone.
+    """Train ``cfgs`` through one array of ``size`` slots (None: one per run) in this process,
+    each into its store as if it trained alone: the first runs that start take the slots, and
+    when one ends the next of ``cfgs`` takes its slot (its own lock, start or resume).
 
     Returns, per config, its record or the error that ended it (as
     :func:`~benchmark.training.packing.execute_packed`). Runs resumed at different epochs
@@ -201,31 +215,123 @@ def execute_array(
         raise ConfigError(
             "--array",
             [c.run_id for c in cfgs],
-            "runs with one model, data set and epochs, and the same method when it has a "
+            "runs with one model, data set and precision, and the same method when it has a "
             "before_step hook",
         )
-    results: list[dict[str, Any] | BaseException | None] = [None] * len(cfgs)
+    slots = _Slots(cfgs, force, log)
     with contextlib.ExitStack() as locks:
-        started = open_sessions(cfgs, locks, results, force=force)
-        trainers = [session.trainer for _, session, _ in started]
-        array = _form(trainers, layout, log)
-        runs = []
-        for k, (i, session, rng) in enumerate(started):
-            session.trainer.stream_only = True
-            run = packed_run(session, i, results, rng, own_stream=array is None)
+        slots.locks = locks
+        started = slots.start(min(size or len(cfgs), len(cfgs)))
+        slots.array = _form([st.trainer for st in started], layout, log, len(slots.waiting))
+        runs = [slots.run(st, k) for k, st in enumerate(started)]
+        drive_packed(runs, slots.refill)
+    return [r if r is not None else RuntimeError("not run") for r in slots.results]
+
+
+class _Started:
+    """A run that started (or resumed) under its own lock, held until it ends."""
+
+    def __init__(self, i: int, session: Any, rng: RngState, lock: contextlib.ExitStack) -> None:
+        self.i, self.session, self.rng, self.lock = i, session, rng, lock
+        self.trainer = session.trainer
+
+
+class _Slots:
+    """The runs of :func:`execute_array`: those waiting, and the slot each started one holds
+    (of the array, or of the pack its runs train in when they form no array)."""
+
+    def __init__(self, cfgs: Sequence[RunConfig], force: bool, log: Callable[[str], None]):
+        self.cfgs, self.force, self.log = cfgs, force, log
+        self.results: list[Any] = [None] * len(cfgs)
+        self.waiting = list(range(len(cfgs)))
+        self.vacant: list[int] = []  # slots whose run ended
+        self.array: ArrayStep | None = None
+        self.locks = contextlib.ExitStack()
+
+    def start(self, n: int) -> list[_Started]:
+        """Start waiting runs until ``n`` have (a finished, locked or failing run is its
+        outcome instead)."""
+        started: list[_Started] = []
+        while self.waiting and len(started) < n:
+            i = self.waiting.pop(0)
+            lock = self.locks.enter_context(contextlib.ExitStack())
+            outcome: list[Any] = [None]
+            opened = open_sessions([self.cfgs[i]], lock, outcome, force=self.force)
+            if opened:
+                started.append(_Started(i, opened[0][1], opened[0][2], lock))
+            else:
+                self.results[i] = outcome[0]
+                lock.close()
+        return started
+
+    def run(self, st: _Started, slot: int | None) -> PackedRun:
+        """The pack entry of a started run holding ``slot`` (None: packed beside the array,
+        holding none); its end releases its lock and frees its slot."""
+        st.trainer.stream_only = True
+        in_array = self.array is not None and slot is not None
+        run = packed_run(st.session, st.i, self.results, st.rng, own_stream=not in_array)
+
+        def ended(outcome: Callable[[Any], None]) -> Callable[[Any], None]:
+            def end(value: Any) -> None:
+                try:
+                    outcome(value)
+                finally:
+                    st.lock.close()
+                    if slot is not None:
+                        self.vacant.append(slot)  # the next run takes it after this turn
+
+            return end
+
+        run.on_done, run.on_error = ended(run.on_done), ended(run.on_error)
+        return run
+
+    def refill(self) -> list[PackedRun]:
+        """After a turn: the runs that take the slots of those that ended, started now. An
+        array's slot waits while the others are inside an epoch, and stays empty when no run
+        is left for it; a run that cannot join the array trains packed beside it."""
+        array, joining = self.array, []
+        for k in list(self.vacant):
             if array is not None:
-                _join(run, array, k)
-            runs.append(run)
-        drive_packed(runs)
-    return [r if r is not None else RuntimeError("not run") for r in results]
+                array.retire(k, step=False)
+                if not array.can_admit(k):
+                    continue  # the others are inside an epoch: at its end
+            self.vacant.remove(k)
+            while self.waiting:
+                started = self.start(1)
+                why = self._admit(k, started[0].trainer) if started and array else ""
+                if why:
+                    self.log(f"run {started[0].trainer.cfg.run_id}: packed beside the array: {why}")
+                joining += [self.run(st, None if why else k) for st in started]
+                if started and not why:
+                    break
+        if array is not None:
+            array.step_if_ready()
+        return joining
+
+    def _admit(self, k: int, trainer: Any) -> str:
+        """Put ``trainer``'s run into slot ``k`` of the array; why not ("" when it did)."""
+        assert self.array is not None
+        others = [self.array.trainers[j] for j in self.array.live]
+        why = why_not_together([*others, trainer]) if others else ""
+        if not why:
+            try:
+                self.array.admit(k, trainer)
+            except (ValueError, ConfigError) as err:
+                why = str(err)
+        if not why:
+            self.log(f"run {trainer.cfg.run_id}: takes slot {k} of the array")
+        return why
 
 
-def _form(trainers: list[Any], layout: str | None, log: Callable[[str], None]) -> ArrayStep | None:
-    """The array of the started ``trainers``, or None when they train packed (said in
-    ``log``). One run alone forms an array only when it trained in one before (its resumed
-    state says so): its remaining epochs are trained as the others were."""
+def _form(
+    trainers: list[Any], layout: str | None, log: Callable[[str], None], waiting: int
+) -> ArrayStep | None:
+    """The array of the started ``trainers`` (``waiting`` more runs to take their slots as
+    they end), or None when they train packed (said in ``log``). One run alone forms an array
+    only when others wait, or it trained in one before (its resumed state says so)."""
     ids = ", ".join(t.cfg.run_id for t in trainers)
-    if not trainers or (len(trainers) == 1 and trainers[0].state.array is None):
+    runs = len(trainers) + waiting
+    if not trainers or (runs == 1 and trainers[0].state.array is None):
         return None
     why = why_not_together(trainers)
     if not why:
@@ -235,10 +341,11 @@ def _form(trainers: list[Any], layout: str | None, log: Callable[[str], None]) -
         except ConfigError as err:  # e.g. a method that optimises only some parameters
             why = str(err)
         else:
-            n = len(trainers)
-            log(f"training {n} run{'s' * (n > 1)} as one array ({chosen} layout): {ids}")
+            slots = f", {len(trainers)} slots, each run's freed for the next" if waiting else ""
+            plural = "s" * (runs > 1)
+            log(f"training {runs} run{plural} as one array ({chosen} layout{slots}): {ids}")
             return array
-    log(f"training {len(trainers)} runs packed, not as an array: {why}")
+    log(f"training {runs} runs packed, not as an array: {why}")
     return None
 
 
@@ -254,19 +361,3 @@ def array_epoch(trainers: Sequence[Any], epoch: int, rngs: list[RngState]) -> No
         if run.error is not None:
             raise run.error
         rngs[i] = run.rng
-
-
-def _join(run: Any, array: ArrayStep, k: int) -> None:
-    """Make packed run ``run`` member ``k`` of ``array``: its record says so, and its end
-    (finished or failed) lets the others go on without it."""
-    done, failed = run.on_done, run.on_error
-
-    def on_done(metrics: dict[str, Any]) -> None:
-        array.retire(k)
-        done(metrics)
-
-    def on_error(err: BaseException) -> None:
-        array.retire(k)
-        failed(err)
-
-    run.on_done, run.on_error = on_done, on_error

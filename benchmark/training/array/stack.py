@@ -132,6 +132,28 @@ class StackedModels:
                         view.copy_(held)
                     mod._buffers[leaf] = view
 
+    def parameters_of(self, model: nn.Module) -> list[nn.Parameter]:
+        """``model``'s parameters in the array's order; ValueError when its parameters or
+        buffers differ from the array's (names, shapes)."""
+        got = dict(model.named_parameters())
+        shapes = [tuple(got[n].shape) for n in self.names] if set(got) == set(self.names) else None
+        buffers = dict(model.named_buffers())
+        same = set(buffers) == set(self.buffer_names) and all(
+            buffers[n].shape == self.buffers[n].shape[1:] for n in self.buffer_names
+        )
+        if shapes != self.shapes or not same:
+            raise ValueError("a model differs in its tensors from the array's")
+        return [got[n] for n in self.names]
+
+    def place(self, k: int, model: nn.Module) -> None:
+        """Make ``model`` (of the array's architecture) the run in slot ``k``: its parameters
+        and buffers are written into the slot's row and slices, and become views of them. The
+        stacked tensors stay where they are (a captured graph keeps reading them)."""
+        self.members[k] = self.parameters_of(model)
+        for n in self.buffer_names:
+            self.owners[n][k] = _buffer_owner(model, n)
+        self.relink()
+
     def linked(self) -> bool:
         """Whether every run's parameters and buffers still are views of the stacked ones."""
         params = all(

@@ -12,7 +12,7 @@ DIR=${1:-.whl}
 mkdir -p "$DIR"
 # Missing on the image (its package list: /work/.library/device/KINDS.md); their own needs
 # (numpy, torch, cloudpickle, typing-extensions) are there.
-WHEELS=(tomli-w==1.2.0 submitit==1.5.3 torch-pruning==1.6.0 pycocotools==2.0.10)
+WHEELS=(tomli-w==1.2.0 submitit==1.5.3 torch-pruning==1.6.1 pycocotools==2.0.10)
 PLATFORMS=()
 for tag in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 \
     manylinux2014_x86_64 manylinux1_x86_64; do

@@ -26,6 +26,7 @@ dict has the plain weight names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
@@ -159,7 +160,7 @@ class ReparamMethod(Method):
                 raise RuntimeError(f"parametrizing {name} replaced its parameter object")
             self.reparams.append(reparam)
             self.owners.append(module)
-        self._hook = ctx.model.register_load_state_dict_pre_hook(self._on_load)
+        self._hook = ctx.model.register_load_state_dict_pre_hook(_OwnModelOnly(self._on_load))
         # CPU and CUDA only: the segmented sum of the batched backward has no kernel elsewhere.
         batchable = ctx.device.type in ("cpu", "cuda")
         if self.cfg.runtime.reparam == "batched" and self.reparams and batchable:
@@ -297,6 +298,26 @@ class ReparamMethod(Method):
         assert self.ctx is not None
         if self.reparams and prefix + self.ctx.masks.names[0] in state_dict:
             self.remove_parametrizations(leave_parametrized=False)
+
+
+class _OwnModelOnly:
+    """A hook of the method's own model that a copy of the model does not carry along.
+
+    A deep copy of the model (an evaluation copy, a checkpoint's) would otherwise copy the bound
+    method's object and through its context the whole trainer (on CUDA it fails there: a CUDA
+    stream cannot be copied); and the copied hook would act on the original model's layers."""
+
+    def __init__(self, hook: Callable[..., None] | None) -> None:
+        # Not named "hook": torch's hook wrapper copies this object's attributes onto itself
+        # (functools.update_wrapper), and its own "hook" attribute would become the bound method.
+        self.own_model_hook = hook
+
+    def __call__(self, *args: Any) -> None:
+        if self.own_model_hook is not None:
+            self.own_model_hook(*args)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _OwnModelOnly:
+        return _OwnModelOnly(None)
 
 
 def _point_masks_at_weights(ctx: TrainContext) -> None:

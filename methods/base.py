@@ -441,7 +441,7 @@ def validate_pretrained(cfg: RunConfig) -> None:
         validate_schedule(overridden(cfg.schedule, _parent_schedule(p)), p.parent_epochs)
     except ConfigError as err:
         field = _PARENT_FIELDS.get(err.field, err.field)
-        raise ConfigError(field, err.value, err.allowed) from None
+        raise ConfigError(field, err.value, err.allowed, suggest=err.suggest) from None
 
 
 def pretrained_presets(scratch: dict[str, list[Any]]) -> dict[str, list[Any]]:

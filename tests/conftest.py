@@ -19,6 +19,13 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
 
+@pytest.fixture(autouse=True)
+def whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Command output read whole: no folding to the 100 columns of a pipe (the tests of the
+    width, tests/cli/test_width.py, ask for one)."""
+    monkeypatch.setenv("COLUMNS", "10000")
+
+
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     """An empty results store."""

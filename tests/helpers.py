@@ -186,14 +186,25 @@ print("IMPORTED " + " ".join(sorted({m.split(".")[0] for m in sys.modules})), fi
 """
 
 
+def env_with_path(*first: Path | str) -> dict[str, str]:
+    """This process's environment with ``first`` put ahead on PYTHONPATH. What was on it stays
+    behind them: a machine may hold the project's dependencies there (a GPU machine's carried
+    wheels), and a child process needs them too."""
+    import os
+
+    paths = [str(p) for p in first]
+    if os.environ.get("PYTHONPATH"):
+        paths.append(os.environ["PYTHONPATH"])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def imported_packages(args: list[str], cwd: Path) -> set[str]:
     """The top-level packages ``prunebench ARGS`` (run in ``cwd``) imports."""
-    import os
     import subprocess
     import sys
 
     # PYTHONPATH: this checkout's code, even where another checkout is installed editable.
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = env_with_path(ROOT)
     command = [sys.executable, "-c", IMPORTS_PROBE, *args]
     out = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env)
     last = out.stderr.strip().splitlines()[-1]

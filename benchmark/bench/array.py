@@ -116,18 +116,29 @@ def layer_part(args: argparse.Namespace) -> None:
                 print(f"{'':18s}{k:6d}{''.join(cells)}", flush=True)
 
 
-def array_harness(args: argparse.Namespace, model: str, k: int, layout: str) -> float:
-    """Images/s of K harness trainers trained as one array (epoch 1 timed, epoch 0 warm-up)."""
+def array_harness(
+    args: argparse.Namespace, model: str, k: int, layout: str, compiled: str = "off"
+) -> tuple[float, float]:
+    """Images/s of K harness trainers trained as one array (epoch 1 timed, epoch 0 warm-up,
+    capture and compile): over the whole epoch's wall-clock (its boundaries' host work
+    included), and over the iterations the runs time themselves (what their records report)."""
     cfg = mode_config(args, args.mode, model, {"name": "dense"}, {"epochs": 2})
+    cfg.runtime.compile = compiled  # type: ignore[assignment]
     trainers = [Trainer(cfg) for _ in range(k)]
     rngs = [RngState.capture(t.device) for t in trainers]
     ArrayStep(trainers, layout)
     array_epoch(trainers, 0, rngs)  # warm-up
     sync(args.dev)
+    before = [(t.state.throughput.images, t.state.throughput.seconds) for t in trainers]
     start = time.perf_counter()
     array_epoch(trainers, 1, rngs)
     sync(args.dev)
-    return sum(t.data.num_train for t in trainers) / (time.perf_counter() - start)
+    wall = sum(t.data.num_train for t in trainers) / (time.perf_counter() - start)
+    images = sum(t.state.throughput.images - i for t, (i, _) in zip(trainers, before, strict=True))
+    seconds = max(
+        t.state.throughput.seconds - s for t, (_, s) in zip(trainers, before, strict=True)
+    )
+    return wall, images / seconds if seconds > 0 else 0.0
 
 
 def model_part(args: argparse.Namespace) -> None:
@@ -140,23 +151,32 @@ def model_part(args: argparse.Namespace) -> None:
         DATASETS.replace(SYNTHETIC, lambda cfg, device, b=batches, c=classes: SyntheticSource(b, c))
         for mode in args.modes:
             args.mode = mode
-            head = "".join(f"{'array ' + layout:>14s}" for layout in args.layouts)
-            head += "".join(f"{name:>14s}" for name, _, _ in _core_columns(args))
-            packs = [k for k in args.ks if k in args.pack_ks]
-            print(f"\n{model} {mode}{'K':>6s}{head}{'packing':>12s}{'one run':>12s}  (images/s)")
-            one = _figure(_packed, args, model, 1)
-            for k in args.ks:
-                cells = [_figure(array_harness, args, model, k, lay) for lay in args.layouts]
-                cells += [_figure(array_core, args, model, k, lay, graph)
-                          for _, lay, graph in _core_columns(args)]  # fmt: skip
-                packing = _figure(_packed, args, model, k) if k in packs else "-"
-                line = "".join(f"{c:>14s}" for c in cells) + f"{packing:>12s}{one:>12s}"
-                print(f"{'':{len(model) + len(mode) + 1}s}{k:6d}{line}", flush=True)
+            for compiled in args.compile:
+                _model_rows(args, model, mode, compiled)
+
+
+def _model_rows(args: argparse.Namespace, model: str, mode: str, compiled: str) -> None:
+    """One table of the model part: a row per K, at one ``runtime.compile`` setting."""
+    head = "".join(f"{'array ' + layout:>14s}{'timed':>10s}" for layout in args.layouts)
+    head += "".join(f"{name:>14s}" for name, _, _ in _core_columns(args))
+    packs = [] if args.no_baselines else [k for k in args.ks if k in args.pack_ks]
+    title = f"{model} {mode} compile={compiled}"
+    print(f"\n{title}{'K':>5s}{head}{'packing':>12s}{'one run':>12s}  (images/s)")
+    one = "-" if args.no_baselines else _figure(_packed, args, model, 1)
+    for k in args.ks:
+        cells = [_figures(array_harness, args, model, k, lay, compiled) for lay in args.layouts]
+        line = "".join(f"{wall:>14s}{timed:>10s}" for wall, timed in cells)
+        line += "".join(f"{_figure(array_core, args, model, k, lay, graph, compiled):>14s}"
+                        for _, lay, graph in _core_columns(args))  # fmt: skip
+        packing = _figure(_packed, args, model, k) if k in packs else "-"
+        print(f"{'':{len(title)}s}{k:5d}{line}{packing:>12s}{one:>12s}", flush=True)
 
 
 def _core_columns(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
     """The ``--core`` columns: (heading, layout, captured), captured ones on CUDA only."""
     graphs = (False, True) if args.dev.type == "cuda" else (False,)
+    if args.no_baselines and args.dev.type == "cuda":
+        graphs = (True,)
     return [
         (f"{'graph' if graph else 'core'} {layout}", layout, graph)
         for layout in args.core
@@ -164,23 +184,24 @@ def _core_columns(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
     ]
 
 
-def array_core(args: argparse.Namespace, model: str, k: int, layout: str, graph: bool) -> float:
-    """Images/s of the array's bare iteration for K runs (each on the same fixed batch),
-    replayed from one CUDA graph when ``graph``."""
+def array_core(
+    args: argparse.Namespace, model: str, k: int, layout: str, graph: bool, compiled: str = "off"
+) -> float:
+    """Images/s of the array's bare iteration for K runs (each on the same fixed batch; the
+    same losses as the harness's step, compiled when ``compiled`` is "on"), replayed from one
+    CUDA graph when ``graph``."""
     cfg = mode_config(args, args.mode, model, {"name": "dense"}, {"epochs": 2})
     array = ArrayStep([Trainer(cfg) for _ in range(k)], layout)
     x, y = args.batches[0]
     xs, ys = x.expand(k, *x.shape).contiguous(), y.expand(k, *y.shape).contiguous()
     sgd, stacked = array.sgd, array.stacked
     tables = sgd.tables()
-    bf16 = cfg.optim.bf16
+    losses = array._losses
+    if compiled == "on":
+        losses = torch.compile(losses, dynamic=False)
 
     def step() -> None:
-        # No autocast cache: a captured cast would replay stale weights.
-        with torch.autocast(args.dev.type, torch.bfloat16, enabled=bf16, cache_enabled=False):
-            out = stacked.forward(xs)
-            losses = F.cross_entropy(out.flatten(0, 1).float(), ys.flatten(), reduction="none")
-            total = losses.view(k, -1).mean(1).sum()
+        total = losses(xs, ys).sum()
         stacked.zero_grad()
         total.backward()
         sgd.update_from(tables)
@@ -205,11 +226,16 @@ def _packed(args: argparse.Namespace, model: str, k: int) -> float:
 
 def _figure(measure: Callable[..., float], *args: object) -> str:
     """``measure(*args)`` as a figure, or the name of the error that stopped it."""
+    return _figures(lambda *a: (measure(*a),), *args)[0]
+
+
+def _figures(measure: Callable[..., tuple[float, ...]], *args: object) -> tuple[str, ...]:
+    """Each of ``measure(*args)`` as a figure, or the error's name (twice) that stopped it."""
     try:
-        return f"{measure(*args):,.0f}"
+        return tuple(f"{value:,.0f}" for value in measure(*args))
     except Exception as err:  # noqa: BLE001 - a figure per cell, whatever fails
         print(f"  failed: {type(err).__name__}: {err}"[:300], file=sys.stderr)
-        return type(err).__name__[:12]
+        return (type(err).__name__[:9],) * 2
 
 
 def equality_part(args: argparse.Namespace) -> bool:
@@ -218,10 +244,12 @@ def equality_part(args: argparse.Namespace) -> bool:
     # The noise floor: on a GPU, the runs alone with non-deterministic (autotuned) kernels; on
     # the CPU, at 2 threads.
     rounding = "runtime.deterministic=false" if cuda else "runtime.threads=2"
-    extra = [f"runtime.device={args.dev}"]
+    extra = [f"runtime.device={args.dev}", f"runtime.compile={args.compile[0]}"]
     with tempfile.TemporaryDirectory() as root:
-        comparison, _ = check_array(Path(root), rounding, args.layouts[0], extra)
-    print(f"\nequality ({args.layouts[0]}, {args.dev}): {comparison.text()}")
+        comparison, array = check_array(Path(root), rounding, args.layouts[0], extra)
+    compiled = any(isinstance(r, dict) and r["metrics"]["array"].get("compiled") for r in array)
+    where = f"{args.layouts[0]}, {args.dev}, compile={args.compile[0]}, compiled={compiled}"
+    print(f"\nequality ({where}): {comparison.text()}")
     print("equality holds" if comparison.holds() else "EQUALITY FAILS", flush=True)
     return comparison.holds()
 
@@ -237,6 +265,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--modes", default="fast-bf16,fast", help="modes of benchmark.bench")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"of {LAYOUTS}")
     p.add_argument("--core", default="", help=f"bare-iteration columns' layouts, of {LAYOUTS}")
+    p.add_argument("--compile", default="off", help="runtime.compile settings, of off, on")
+    p.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="no packing, one-run or eager bare-step columns (what compiling is compared by)",
+    )
     p.add_argument("--precisions", default="fp32,bf16", help="of the layer part")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--iters", type=int, default=20, help="timed iterations (per epoch)")
@@ -247,10 +281,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.parts = args.parts.split(",")
     args.layouts = args.layouts.split(",")
     args.core = args.core.split(",") if args.core else []
+    args.compile = args.compile.split(",")
     args.precisions = args.precisions.split(",")
     for name, values, allowed in (("--parts", args.parts, PARTS),
                                   ("--layouts", args.layouts, LAYOUTS),
-                                  ("--core", args.core, LAYOUTS)):  # fmt: skip
+                                  ("--core", args.core, LAYOUTS),
+                                  ("--compile", args.compile, ("off", "on"))):  # fmt: skip
         if not set(values) <= set(allowed):
             p.error(f"{name} = {','.join(values)!r} is invalid; allowed: {', '.join(allowed)}")
     args.ks = _counts(p, "--k", args.k)

@@ -218,8 +218,9 @@ def step_part(args: argparse.Namespace) -> None:
                     print(f"  {name} failed: {type(err).__name__}: {err}"[:400], file=sys.stderr)
                 if args.dev.type == "cuda":
                     torch.cuda.empty_cache()
-                print(f"{precision} K={k:<3d} {cells[-1]:>28s}   ({time.perf_counter() - start:.0f} s "
-                      "with warm-up and compile)", flush=True)  # fmt: skip
+                spent = time.perf_counter() - start
+                print(f"{precision} K={k:<3d} {cells[-1]:>28s}   ({spent:.0f} s with warm-up and"
+                      " compile)", flush=True)  # fmt: skip
 
 
 def profile_part(args: argparse.Namespace) -> None:
@@ -245,45 +246,46 @@ def profile_part(args: argparse.Namespace) -> None:
         print_breakdown(prof, precision, k, args.profile_iters, args.batch)
 
 
-# Operator name fragments, in order, to the group they count to.
+# Kernel (on CUDA) or operator (on the CPU) name fragments, in order, to the group they count
+# to: cuDNN's convolution kernels are named by their algorithm (xmma, implicit_gemm, ...).
 GROUPS = (
-    ("convolution", ("conv", "cudnn")),
+    ("convolution", ("conv", "cudnn", "xmma", "implicit_gemm", "wgrad", "dgrad", "fprop")),
     ("batchnorm", ("batch_norm",)),
-    ("loss", ("cross_entropy", "nll_loss", "log_softmax")),
-    ("elementwise", ("relu", "threshold", "add", "mul", "copy", "fill", "zero", "to", "pad", "cat",
-                     "sum", "mean", "div")),
+    ("loss", ("cross_entropy", "nll_loss", "log_softmax", "softmax")),
+    ("optimizer", ("addcmul", "foreach", "sgd")),
+    ("elementwise", ("relu", "threshold", "elementwise", "vectorized", "add", "mul", "copy",
+                     "fill", "zero", "pad", "cat", "reduce", "sum", "mean", "div")),
 )  # fmt: skip
 
 
 def print_breakdown(prof: object, precision: str, k: int, iters: int, batch: int) -> None:
-    """Device (else CPU) time per step of the leaf operators, grouped, and the top operators."""
+    """The step's time per group, each kernel counted once: on CUDA the device time of every
+    kernel (by its name), on the CPU the self time of every operator; and the top ones."""
+    from torch.autograd import DeviceType
+
     events = [e for e in prof.key_averages() if not e.key.startswith("ProfilerStep")]  # type: ignore[attr-defined]
+    kernels = [e for e in events if getattr(e, "device_type", None) == DeviceType.CUDA]
 
-    def self_time(e: object) -> float:
-        dev = getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
-        return float(dev or getattr(e, "self_cpu_time_total", 0))
+    def spent(e: object) -> float:
+        if kernels:
+            return float(getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0))
+        return float(getattr(e, "self_cpu_time_total", 0))
 
-    ranges = {e.key: e for e in events if e.key in ("forward", "backward", "optimizer")}
+    counted = kernels or [e for e in events if e.key not in ("forward", "backward", "optimizer")]
     groups: dict[str, float] = {}
-    for e in events:
-        if e.key in ranges:
-            continue
+    for e in counted:
         name = e.key.lower()
         group = next((g for g, frags in GROUPS if any(f in name for f in frags)), "other")
-        groups[group] = groups.get(group, 0.0) + self_time(e)
+        groups[group] = groups.get(group, 0.0) + spent(e)
     total = sum(groups.values())
-    print(f"\nwhere a step's time goes ({precision}, K={k}, eager, profiler's self time per step)")
+    what = "device time of its kernels" if kernels else "CPU self time of its operators"
+    print(f"\nwhere a step's time goes ({precision}, K={k}, eager, {what}, per step)")
     for group, us in sorted(groups.items(), key=lambda kv: -kv[1]):
         print(f"  {group:14s}{us / iters / 1e3:9.2f} ms  {100 * us / max(total, 1):5.1f}%")
     print(f"  {'all':14s}{total / iters / 1e3:9.2f} ms  = {k * batch * iters / total * 1e6:,.0f}"
           " images/s if nothing else cost")  # fmt: skip
-    for key, e in ranges.items():
-        dev = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0)
-        print(f"  range {key:10s} CPU {e.cpu_time_total / iters / 1e3:8.2f} ms, device "
-              f"{dev / iters / 1e3:8.2f} ms per step")  # fmt: skip
-    top = sorted((e for e in events if e.key not in ranges), key=self_time, reverse=True)[:14]
-    for e in top:
-        print(f"    {e.key[:60]:60s}{self_time(e) / iters / 1e3:9.2f} ms  x{e.count // iters}")
+    for e in sorted(counted, key=spent, reverse=True)[:14]:
+        print(f"    {e.key[:60]:60s}{spent(e) / iters / 1e3:9.2f} ms  x{e.count // iters}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -306,8 +308,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.parts = args.parts.split(",")
     args.precisions = args.precisions.split(",")
     args.variants = args.variants.split(",")
-    checks = (("--parts", args.parts, PARTS), ("--precisions", args.precisions, ("bf16", "fp16", "fp32")),
-              ("--variants", [v for name in args.variants for v in name.split("+")], VARIANT_PARTS))  # fmt: skip
+    variant_parts = [v for name in args.variants for v in name.split("+")]
+    checks = (
+        ("--parts", args.parts, PARTS),
+        ("--precisions", args.precisions, ("bf16", "fp16", "fp32")),
+        ("--variants", variant_parts, VARIANT_PARTS),
+    )
     for flag, values, allowed in checks:
         if not set(values) <= set(allowed):
             p.error(f"{flag} = {','.join(values)!r} is invalid; allowed: {', '.join(allowed)}")

@@ -39,6 +39,7 @@ MODES: dict[str, dict[str, dict[str, object]]] = {
     "eager": {"runtime": {"cuda_graphs": "off", "channels_last": "off"}, "optim": {}},
     "fast": {"runtime": {}, "optim": {}},
     "fast-bf16": {"runtime": {}, "optim": {"bf16": True}},
+    "fast-fp16": {"runtime": {}, "optim": {"fp16": True}},
     "channels-last": {"runtime": {"cuda_graphs": "off", "channels_last": "on"}, "optim": {}},
     # The fast path with STR, CS and DST reparametrizing layer by layer (before batching them).
     "fast-per-layer": {"runtime": {"reparam": "per-layer"}, "optim": {}},

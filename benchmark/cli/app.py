@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.cli.fast_parser import Parser
+from benchmark.cli.output import add_width
 from benchmark.cli.summary import format_summary
 from benchmark.core.errors import ConfigError, DatasetError
 
@@ -144,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.add_parsers(sub)
     storage_cli.add_parsers(sub)
     costs_cli.add_parsers(sub)
+    add_width(parser)
     _show_defaults(parser)
     return parser
 
@@ -166,7 +168,7 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 # Errors about what to show (a table or figure id) rather than about a run's config.
-_ID_FIELDS = ("experiment id", "table id", "figure id")
+_ID_FIELDS = ("experiment id", "table id", "figure id", "table id with --paper")
 
 
 def set_syntax_hint(argv: Sequence[str]) -> ConfigError | None:
@@ -191,15 +193,24 @@ def _config_error(err: ConfigError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``prunebench`` console script."""
-    from benchmark.cli.collector import paused_collector, trains_nothing
-    from benchmark.core.errors import CorruptFileError
-    from benchmark.store.errors import RunLockedError
+    from benchmark.cli.output import fitted_streams
 
     argv = list(sys.argv[1:] if argv is None else argv)
     hint = set_syntax_hint(argv)
     if hint is not None:
-        return _config_error(hint)
+        with fitted_streams(argparse.Namespace(command="", width=None)):
+            return _config_error(hint)
     args = build_parser().parse_args(argv)
+    with fitted_streams(args):  # errors too: every line fits the width
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; the errors a user can act on as one line, not a traceback."""
+    from benchmark.cli.collector import paused_collector, trains_nothing
+    from benchmark.core.errors import CorruptFileError
+    from benchmark.store.errors import RunLockedError
+
     try:
         with paused_collector(trains_nothing(args)):
             code = COMMANDS[args.command](args)
@@ -353,17 +364,11 @@ def cmd_methods(args: argparse.Namespace) -> int:
         "own keys",
         "summary",
     )
-    print(_text_table(header, rows))
+    from benchmark.core.textwidth import fit_table, width_of
+
+    print(fit_table([header, *rows], width_of(), align="lllllrl", rule=True, prose=True))
     print("\nprunebench methods NAME: every [method] key of NAME with its meaning, and its presets")
     return 0
-
-
-def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
-    lines += [fmt.format(*map(str, r)) for r in rows]
-    return "\n".join(lines)
 
 
 def cmd_check_method(args: argparse.Namespace) -> int:

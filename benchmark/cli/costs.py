@@ -16,7 +16,7 @@ from typing import Any
 from benchmark.config.run import DEFAULT_STORE
 from benchmark.core.errors import ConfigError
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def add_parsers(sub: Any) -> None:
@@ -25,8 +25,8 @@ def add_parsers(sub: Any) -> None:
         "calibrate",
         help="time a short run of each model on a device, for cost estimates (dry runs)",
         description="Train each model for a few timed iterations with the harness's own settings "
-        "(captured steps and channels_last where the device allows, bf16 with --precision "
-        "bf16) on synthetic batches of its dataset's shape, and keep the images/s (and peak "
+        "(captured steps and channels_last where the device allows, bf16 or fp16 with "
+        "--precision) on synthetic batches of its dataset's shape, and keep the images/s (and peak "
         "device memory) in <store>/calibration/throughput.json, where the dry runs of "
         "reproduce and submit read them.",
     )
@@ -38,7 +38,9 @@ def add_parsers(sub: Any) -> None:
         "alone is timed on the dataset the paper trains it on",
     )
     cal.add_argument(
-        "--precision", default="fp32", help="comma-separated, of: fp32, bf16 (optim.bf16)"
+        "--precision",
+        default="fp32",
+        help="comma-separated, of: fp32, bf16, fp16 (optim.bf16, optim.fp16)",
     )
     cal.add_argument("--batch", type=int, default=0, help="batch size (0: the paper's)")
     cal.add_argument("--steps", type=int, default=50, help="timed iterations (at least)")
@@ -101,7 +103,9 @@ def _precisions(text: str) -> list[str]:
     words = [w.strip() for w in text.split(",") if w.strip()]
     bad = [w for w in words if w not in PRECISIONS]
     if bad or not words:
-        raise ConfigError("--precision", bad[0] if bad else text, "comma-separated fp32, bf16")
+        raise ConfigError(
+            "--precision", bad[0] if bad else text, "comma-separated fp32, bf16, fp16"
+        )
     return list(dict.fromkeys(words))
 
 
@@ -207,6 +211,7 @@ def cost_text(
     of their ``layout`` (``--array-layout``; None: the device's default); ``parents``: the runs'
     parents where the caller keeps them (``training.passes.Parents``).
     """
+    from benchmark.core.textwidth import fit_table, width_of
     from benchmark.launch.estimate import Throughputs, estimate, workload
 
     throughputs = Throughputs.of_store(store, records)
@@ -232,12 +237,7 @@ def cost_text(
                 _peak(line) + (" (est.)" if line.peak_estimated else ""),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        cells = [r[0].ljust(widths[0])] + [
-            v.rjust(w) for v, w in zip(r[1:], widths[1:], strict=True)
-        ]
-        lines.append("  " + "  ".join(cells))
+    lines.append(fit_table(rows, width_of(), align="lrrrrrr", margin="  "))
     total = est.total
     if total.known:
         bound = "at least " if total.at_dense_rate else ""
@@ -285,7 +285,7 @@ def _calibrate_commands(workloads: Any, store: str, device: str, flags: str = ""
             if w.precision == precision and w.dataset in DATASET_INPUTS
         )
         if models:
-            extra = "" if precision == "fp32" else " --precision bf16"
+            extra = "" if precision == "fp32" else f" --precision {precision}"
             commands.append(
                 f"    prunebench calibrate --device {target} --models {','.join(models)}"
                 f"{extra}{flags} --store {store}"

@@ -81,6 +81,17 @@ def demo_table(records: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def demo_text(table: pd.DataFrame) -> str:
+    """The demo table as text fitting stdout's width (numbers with two decimals)."""
+    from benchmark.core.textwidth import fit_table, width_of
+
+    def cell(value: Any) -> str:
+        return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+    rows = [list(table.columns), *([cell(v) for v in r] for r in table.itertuples(index=False))]
+    return fit_table(rows, width_of(), align="r" * len(table.columns))  # as pandas prints it
+
+
 def demo_figure(table: pd.DataFrame, path: Path, sparsity: float = 0.9) -> None:
     """:func:`build_demo_figure` saved as PNG and PDF."""
     fig = build_demo_figure(table, sparsity)
@@ -136,7 +147,7 @@ def run_demo(
         records[label] = execute(cfg)
     table = demo_table(records)
     print()
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(demo_text(table))
     demo_figure(table, figure, sparsity)
     print(f"\n[demo] trained with {environment_line(records.values())}")
     print(f"[demo] figure: {figure.with_suffix('.png')} (and .pdf); results: {store}/")

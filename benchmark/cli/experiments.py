@@ -13,8 +13,9 @@ from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
 from benchmark.cli.output import table_width, warn_smoke_vs_paper
 from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
-from benchmark.cli.submission import check_array_flags, reading_from, submit_missing
-from benchmark.config.run import DEFAULT_STORE, RunConfig
+from benchmark.cli.stores import require_store
+from benchmark.cli.submission import check_array_flags, run_missing, submit_missing
+from benchmark.config.run import DEFAULT_STORE
 from benchmark.core.errors import ConfigError
 
 DEFAULT_FIGURES = "results/figures"
@@ -35,13 +36,6 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--format", choices=FORMATS, default="markdown", help="output format")
     table.add_argument("--paper", action="store_true", help="show the published value and diff")
     table.add_argument("--preamble", action="store_true", help="LaTeX: define \\first etc.")
-    table.add_argument(
-        "--width",
-        type=int,
-        default=None,
-        help="Markdown: split wider tables into several of at most this many characters "
-        "(default: the terminal's width when printing to one; 0: never split)",
-    )
     _rules(table)
     table.add_argument(
         "--stats", action="store_true", help="add n, confidence intervals and significance marks"
@@ -110,6 +104,11 @@ def add_parsers(sub: Any) -> None:
     _common(rep, default_scale="smoke", out_help="folder for the table and figures")
     add_slice_args(rep)
     add_estimate_arg(rep)
+    rep.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="also run again the runs whose result says failed (reproduce lists their errors)",
+    )
 
 
 def _rules(p: argparse.ArgumentParser) -> None:
@@ -200,6 +199,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 
     check_id(args.id, "table")
     args.store = args.store or DEFAULT_STORE
+    require_store(args.store, "table")
     rules = _table_rules(args)
     within = slice_of(args)
     scale = _scale(args.id, args.scale, args.store)
@@ -236,7 +236,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         store = chosen.store_view(load_store(args.store))
         annotate(table, layout, chosen.table_plan(), store, level=args.level, method=args.ci,
                  rules=rules)  # fmt: skip
-    width = table_width(args.width, args.out)
+    width = table_width(args.out)
     _emit(_render(table, args.format, args.store, args.preamble, width), args.out)
     return 0
 
@@ -301,6 +301,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from benchmark.experiments.catalog import check_id
 
     check_id(args.id, "figure")
+    require_store(args.store, "plot")
     within = slice_of(args)
     scale = _scale(args.id, args.scale, args.store)
     if _no_runs(args.id, args.scale, scale, args.store):
@@ -397,7 +398,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             chosen = choose(experiment, args.scale, root, within, staged=True, rules=rules,
                             runs=chosen.runs)  # fmt: skip
         todo = configs if stage is None else chosen.configs(_stage_ids(chosen, stage))
-        _run(todo, store, experiment.id, args, stage)
+        run_missing(todo, store, experiment.id, args, stage, chosen.parents)
         if args.executor == "slurm":
             later = " (stage 2, the other seeds, is planned then: run this command again)"
             print(
@@ -408,45 +409,27 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 print(
                     f"[reproduce] then free what the table does not need: prunebench free {args.id}"
                 )
-            return 0
+            return _failures(chosen, args)
     _build_outputs(experiment, args, chosen, within, rules)
     if args.keep == "needed":
         from benchmark.cli.disk import free_after_reproduce
 
         summary = free_after_reproduce(experiment, args.scale, args.store, chosen.runs)
         print(f"[reproduce] --keep needed: {summary}", file=sys.stderr)
-    return 0
+    return _failures(chosen, args)
+
+
+def _failures(chosen: Any, args: argparse.Namespace) -> int:
+    """Exit status 1, each distinct error printed, when a run of the slice (or its parent)
+    failed; else 0."""
+    from benchmark.cli.failures import report_failures
+
+    return int(report_failures(chosen.configs(), args.store, chosen.parents, "reproduce"))
 
 
 def _stage_ids(chosen: Any, stage: int) -> list[str]:
     staged = chosen.staged
     return list(staged.stage1["run_id"] if stage == 1 else staged.stage2["run_id"])
-
-
-def _run(configs: list[RunConfig], store: Any, name: str, args: argparse.Namespace,
-         stage: int | None) -> None:  # fmt: skip
-    """Submit the unfinished ``configs`` (of a stage of staged tuning)."""
-    missing = [c for c in configs if not store.is_finished(c.run_id)]
-    if args.data_root is not None:
-        missing = reading_from(missing, args.data_root, args.scale)
-    if args.measure_latency:
-        from benchmark.measure.run_latency import asking_for_latency
-
-        missing = [asking_for_latency(c) for c in missing]
-    if stage is not None:
-        print(f"[reproduce] staged tuning, stage {stage}: {len(missing)} runs to train",
-              file=sys.stderr)  # fmt: skip
-    submit_missing(
-        missing,
-        args.executor,
-        args.store,
-        name=f"{name}-{args.scale}",
-        workers=args.workers,
-        profile=args.profile,
-        runs_per_gpu=args.runs_per_gpu,
-        array=args.array,
-        array_layout=args.array_layout,
-    )
 
 
 def _build_outputs(
@@ -466,7 +449,7 @@ def _build_outputs(
             if args.out is None
             else str(Path(args.out) / f"{experiment.id}.{_ext(args.format)}")
         )
-        _emit(_render(table, args.format, args.store), out)
+        _emit(_render(table, args.format, args.store, width=table_width(out)), out)
     elif chosen.staged is not None:
         from benchmark.reporting.staged import closing_note
         from benchmark.store.frame import load_store

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from benchmark.cli.costs import DEFAULT_STORE
-from benchmark.cli.output import emit, render_table
+from benchmark.cli.output import emit, render_table, table_width
 from benchmark.cli.plan_flags import slice_of
+from benchmark.cli.stores import require_store
 from benchmark.core.errors import ConfigError
 
 
@@ -41,6 +42,7 @@ def cmd_grid_table(args: argparse.Namespace) -> int:
     output = grid.base.get("output", {})
     default = output.get("dir", DEFAULT_STORE) if isinstance(output, dict) else DEFAULT_STORE
     store_dir = Path(args.store or default)
+    require_store(store_dir, "table")
     if args.stats:
         from benchmark.reporting.seedstats import check_level
 
@@ -82,5 +84,6 @@ def cmd_grid_table(args: argparse.Namespace) -> int:
             store[store["run_id"].isin(within.apply(table_plan)["run_id"])] if len(store) else store
         )
         annotate(table, layout, table_plan, view, level=args.level, method=args.ci, rules=rules)
-    emit(render_table(table, args.format, str(store_dir), args.preamble), args.out)
+    width = table_width(args.out)
+    emit(render_table(table, args.format, str(store_dir), args.preamble, width), args.out)
     return 0

@@ -186,10 +186,9 @@ def _cell(value: Any) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+    from benchmark.core.textwidth import fit_table, width_of
+
+    return fit_table([header, *rows], width_of())
 
 
 def add_runs_per_gpu(p: argparse.ArgumentParser) -> None:
@@ -272,6 +271,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     store = _store_of(args, grid)
     whole = prepare(grid, store, settings, max_cells=_max_cells(args))
     expansion = whole
+    if not args.dry_run:  # what each run checks before any compute, for all before the first
+        from benchmark.training.preflight import check_plan
+
+        finished = Store(store).is_finished
+        todo = [r.cfg for r in whole.runs if not finished(r.run_id)]
+        check_plan(todo, finished=finished, here=settings.executor != "slurm")
     # Staged tuning: stage 1 (and the stage 2 of cells that have selected) now; locally, once it
     # has run, stage 2 of the rest; on SLURM the command is run again when the jobs are done.
     stages = 2 if args.staged and settings.executor != "slurm" and not args.dry_run else 1
@@ -355,12 +360,14 @@ def print_grid_cost(
 
 def cmd_status(args: argparse.Namespace) -> int:
     """``prunebench status FILE [--watch]``."""
+    from benchmark.cli.stores import require_store
     from benchmark.launch import LaunchError, prepare
     from benchmark.launch.grid import load_grid
     from benchmark.launch.status import format_status, grid_status, watch
 
     grid = load_grid(args.file)
     store = _store_of(args, grid)
+    require_store(store, "status")
     # Only run ids are needed: skipping validation keeps torchvision out of a status query.
     expansion = prepare(grid, store, check_configs=False, max_cells=_max_cells(args))
     max_failures = 1_000_000 if args.all else 20

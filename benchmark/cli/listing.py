@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from benchmark.cli.experiments import DEFAULT_STORE, finished_ids
+from benchmark.core.textwidth import fit_table, width_of
 
 
 def add_parsers(sub: Any) -> None:
@@ -59,13 +60,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "paper-scale passes",
         "description",
     )
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
-    for r in [header, *rows]:
-        cells = [
-            f"{v:>{w}}" if i >= 3 else f"{v:<{w}}"
-            for i, (v, w) in enumerate(zip(r[:5], widths, strict=True))
-        ]
-        print("  ".join(cells) + "  " + r[5])
+    print(fit_table([header, *rows], width_of(), align="lllrrl", prose=True))
     print(
         "\nshows: table and/or figure (plot ID draws those with a figure). passes: epochs over the "
         "training set, dense parents and post-training fine-tuning included; what they cost on a "

@@ -165,11 +165,9 @@ def describe(name: str) -> str:
 
 
 def _aligned(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    return [
-        "  " + "  ".join(f"{v:<{w}}" for v, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
-        for r in [header, *rows]
-    ]
+    from benchmark.core.textwidth import fit_table, width_of
+
+    return fit_table([header, *rows], width_of(), prose=True, margin="  ").split("\n")
 
 
 def markdown_table(names: Iterable[str]) -> str:

@@ -3,8 +3,10 @@ warning under smoke-scale numbers set against published ones."""
 
 from __future__ import annotations
 
-import shutil
+import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +24,74 @@ def render_table(
     return render_markdown(table, store, width)
 
 
-def table_width(asked: int | None, out: str | None) -> int | None:
-    """The width a Markdown table is split to: ``--width`` (0: never split), else the
-    terminal's when the table goes to one, else none."""
-    if asked is not None:
-        return asked or None
-    if out is None and sys.stdout.isatty():
-        return shutil.get_terminal_size().columns
-    return None
+def table_width(out: str | None) -> int | None:
+    """The width a Markdown table fits: stdout's (``--width``, else the terminal's, else 100
+    columns); a table written to a file (``--out``) only with ``--width``."""
+    from benchmark.core import textwidth
+
+    if out is not None and textwidth.width_given() is None:
+        return None
+    return textwidth.width_of(sys.stdout)
+
+
+def machine_readable(args: Any) -> bool:
+    """Whether the command prints data for a program (JSON, CSV, LaTeX, TOML, the README's
+    Markdown table): its stdout is never wrapped."""
+    fmt = getattr(args, "format", None)
+    asked = any(getattr(args, flag, False) for flag in ("json", "print_config", "markdown"))
+    return asked or fmt in ("csv", "latex", "json") or args.command in ("schedule", "export")
+
+
+@contextlib.contextmanager
+def fitted_streams(args: Any) -> Iterator[None]:
+    """stdout (unless it carries data: :func:`machine_readable`) and stderr wrapped to their
+    widths while a command runs (``benchmark.core.textwidth``)."""
+    from benchmark.core import textwidth
+
+    textwidth.set_width(getattr(args, "width", None))
+    saved = sys.stdout, sys.stderr
+    try:
+        if not machine_readable(args):
+            sys.stdout = textwidth.FittingStream(sys.stdout)
+        sys.stderr = textwidth.FittingStream(sys.stderr)
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, textwidth.FittingStream):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+        sys.stdout, sys.stderr = saved
+        textwidth.set_width(None)
+
+
+def width_arg(text: str) -> int:
+    """An argparse type: a width in columns, 0 for no limit."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid; allowed: an integer >= 0")
+    return int(text)
+
+
+def add_width(parser: argparse.ArgumentParser) -> None:
+    """``--width N`` on the program and on every sub-command (before or after its name)."""
+    for p in [parser, *_subparsers(parser)]:
+        p.add_argument(
+            "--width",
+            type=width_arg,
+            default=None if p is parser else argparse.SUPPRESS,
+            metavar="N",
+            help="fit the output to N columns (0: no limit; default: the terminal's width, "
+            "100 when not printing to a terminal)",
+        )
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every sub-command parser below ``parser`` (``grid show`` too)."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += [sub, *_subparsers(sub)]
+    return found
 
 
 def emit(text: str, out: str | None) -> None:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from benchmark.cli.experiments import DEFAULT_STORE, _emit, _scale
+from benchmark.cli.output import table_width
 from benchmark.core.errors import ConfigError
 
 
@@ -131,7 +132,10 @@ def cmd_cost(args: argparse.Namespace) -> int:
     experiment = get_experiment(args.id)
     points = cost_frame(experiment, scale, args.store)
     heading = title(experiment, scale, args.store)
-    text = points.to_csv(index=False) if args.format == "csv" else render_markdown(points, heading)
+    if args.format == "csv":
+        text = points.to_csv(index=False)
+    else:
+        text = render_markdown(points, heading, table_width(args.out))
     _emit(text, args.out)
     if args.figure:
         Path(args.figure).parent.mkdir(parents=True, exist_ok=True)

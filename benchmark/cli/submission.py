@@ -4,6 +4,7 @@ first), reading the datasets from another folder where asked.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -13,6 +14,44 @@ from typing import Any
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
+
+
+def run_missing(
+    configs: list[RunConfig],
+    store: Any,
+    name: str,
+    args: argparse.Namespace,
+    stage: int | None,
+    parents: Any,
+) -> None:
+    """Check, then submit, the unfinished ``configs`` of ``reproduce`` (of a stage of staged
+    tuning): every check a run makes before any compute is made for all of them (and their
+    dense parents) before the first one starts."""
+    from benchmark.training.preflight import check_plan
+
+    missing = [c for c in configs if not store.is_finished(c.run_id)]
+    if args.data_root is not None:
+        missing = reading_from(missing, args.data_root, args.scale)
+    if args.measure_latency:
+        from benchmark.measure.run_latency import asking_for_latency
+
+        missing = [asking_for_latency(c) for c in missing]
+    if stage is not None:
+        print(f"[reproduce] staged tuning, stage {stage}: {len(missing)} runs to train",
+              file=sys.stderr)  # fmt: skip
+    check_plan(missing, parents, store.is_finished, here=args.executor != "slurm")
+    submit_missing(
+        missing,
+        args.executor,
+        args.store,
+        name=f"{name}-{args.scale}",
+        workers=args.workers,
+        profile=args.profile,
+        runs_per_gpu=args.runs_per_gpu,
+        array=args.array,
+        array_layout=args.array_layout,
+        retry_failed=args.retry_failed,
+    )
 
 
 def submit_missing(
@@ -26,6 +65,7 @@ def submit_missing(
     runs_per_gpu: int = 1,
     array: int = 1,
     array_layout: str | None = None,
+    retry_failed: bool = False,
     dry_run: bool = False,
 ) -> list[str]:
     """Submit the configs the store has not finished; returns their run ids.
@@ -71,7 +111,9 @@ def submit_missing(
     grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")
     expansion = Expansion(grid, [GridRun(c.run_id, c, {}) for c in missing], len(missing))
     root = Path(store_dir).resolve()
-    result = launch.submit_grid(expansion, root, settings, out=sys.stderr, dry_run=dry_run)
+    result = launch.submit_grid(
+        expansion, root, settings, retry_failed=retry_failed, out=sys.stderr, dry_run=dry_run
+    )
     if dry_run:
         from benchmark.launch.arrays import array_lines
 

@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any
 
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, close_matches
 from benchmark.core.registry import Registry
 
 # Built-in methods: this package's modules, imported by name (a plugin like any other).
@@ -114,6 +114,7 @@ def get_method(name: str) -> Any:
             f"one of {known}; a method from a plugin is known once its package is installed "
             f"(pip install <the plugin's package> into this environment: it registers its "
             f"methods under the entry-point group {ENTRY_POINT_GROUP!r})",
+            suggest=close_matches(name, METHODS.names()),
         )
     return METHODS.get(name, "method.name")
 

@@ -25,7 +25,7 @@ from benchmark.config.run import (
     copy_value,
     dataclass_fields,
 )
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, close_matches
 from benchmark.core.errors import check as check
 from benchmark.core.tomlfile import MAX_DEPTH, nesting_depth
 
@@ -140,7 +140,15 @@ def dataclass_from_dict(cls: type, data: dict[str, Any], path: str) -> Any:
     for key, value in data.items():
         if key not in checks:
             known = ", ".join(sorted(checks))
-            raise ConfigError(f"{path}.{key}", value, f"a known key: {known}")
+            field = f"{path}.{key}"
+            own = [f"{path}.{k}" for k in checks]
+            raise ConfigError(
+                field,
+                value,
+                f"a key of [{path}]: {known}",
+                unknown=True,
+                suggest=close_matches(field, [*own, *config_keys()]),
+            )
         kwargs[key] = checks[key](f"{path}.{key}", value)
     return cls(**kwargs)
 
@@ -163,6 +171,18 @@ def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in fields(cls))
 
 
+@functools.cache
+def config_keys() -> tuple[str, ...]:
+    """Every dotted key of a run config's sections (a method's own keys aside)."""
+    keys = [
+        f"{name}.{f}"
+        for name, cls in SECTIONS.items()
+        if name != "method"  # its keys are the common ones and each method's own
+        for f in sorted(_field_names(cls))
+    ]
+    return ("seed", *keys, *(f"method.{k}" for k in METHOD_COMMON_KEYS))
+
+
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Parse a nested dict (as read from TOML) into a RunConfig; raises ConfigError.
 
@@ -170,7 +190,13 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     allowed = ["seed", *SECTIONS]
     for key in data:
         if key not in allowed:
-            raise ConfigError(key, data[key], f"a known section: {', '.join(allowed)}")
+            raise ConfigError(
+                key,
+                data[key],
+                f"a section: {', '.join(allowed)}",
+                unknown=True,
+                suggest=close_matches(key, allowed),
+            )
     kwargs: dict[str, Any] = {}
     if "seed" in data:
         kwargs["seed"] = coerce("seed", data["seed"], int)
@@ -193,7 +219,14 @@ def _method_from_dict(data: dict[str, Any]) -> MethodConfig:
     for key, value in rest.items():
         if key not in known:
             allowed = ", ".join(sorted(known))
-            raise ConfigError(f"method.{key}", value, f"a key of method {name!r}: {allowed}")
+            field = f"method.{key}"
+            raise ConfigError(
+                field,
+                value,
+                f"a key of method {name!r}: {allowed}",
+                unknown=True,
+                suggest=close_matches(field, [*(f"method.{k}" for k in known), *config_keys()]),
+            )
     base = dataclass_from_dict(MethodConfig, common, "method")
     base.params = dataclass_from_dict(params_cls, rest, "method")
     return base

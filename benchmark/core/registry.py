@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, close_matches
 
 T = TypeVar("T")
 
@@ -46,7 +46,12 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise ConfigError(field or f"{self.kind}.name", name, self.names()) from None
+            raise ConfigError(
+                field or f"{self.kind}.name",
+                name,
+                self.names(),
+                suggest=close_matches(str(name), self.names()),
+            ) from None
 
     def names(self) -> list[str]:
         """Return the registered names, sorted."""

@@ -224,6 +224,8 @@ class Experiment:
     # Whether it is a table or figure of the paper (False: an extension beyond it, e.g. the
     # language-model tables, with no transcription in benchmark/experiments/paper).
     from_paper: bool = True
+    # Why ``--paper`` has nothing to set beside this table, when it has no published numbers.
+    unpublished: str = "the paper prints no numbers for it"
 
     def runs(self, scale: Scale, store: Path | str) -> list[PlannedRun]:
         """The runs this experiment needs at ``scale``, writing into ``store``."""

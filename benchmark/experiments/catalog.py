@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmark.config.run import DEFAULT_STORE
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, close_matches
 from benchmark.experiments.not_reproducible import NOT_REPRODUCIBLE
 
 CATALOG_FILE = Path(__file__).with_name("catalog.json")
@@ -122,8 +122,12 @@ def check_id(experiment_id: str, need: Need = "any") -> Entry:
     fitting = [e.id for e in entries.values() if need == "any" or getattr(e, need)]
     entry = entries.get(experiment_id)
     if entry is None:
+        what = {"any": "a table or figure", "table": "a table", "figure": "a figure"}[need]
         raise ConfigError(
-            field_name, experiment_id, f"one of (prunebench list): {', '.join(fitting)}"
+            field_name,
+            experiment_id,
+            f"the id of {what}: prunebench list shows them ({len(fitting)})",
+            suggest=close_matches(experiment_id, fitting),
         )
     if need != "any" and not getattr(entry, need):
         raise ConfigError(

@@ -42,6 +42,30 @@ def get_experiment(experiment_id: str) -> Experiment:
     return EXPERIMENTS.get(experiment_id, "experiment id")
 
 
+def unpublished_error(experiment: Experiment) -> ConfigError:
+    """The error of ``--paper`` on a table without published numbers: why it has none, and
+    which tables have them."""
+    tables = [e for e in EXPERIMENTS if EXPERIMENTS.get(e).layout("smoke") is not None]
+    without = [e for e in tables if EXPERIMENTS.get(e).published_numbers() is None]
+    having = [e for e in tables if e not in without]
+    others = [e for e in without if e != experiment.id]
+    if len(without) < len(having):
+        which = "every other table of prunebench list" + (
+            f" but {', '.join(others)}" * bool(others)
+        )
+    else:
+        which = ", ".join(having)
+    return ConfigError(
+        PAPER_FIELD,
+        experiment.id,
+        f"a table with published numbers ({which}); this one has none: {experiment.unpublished}",
+    )
+
+
+# The field of the error of --paper on a table without published numbers.
+PAPER_FIELD = "table id with --paper"
+
+
 _register_all()
 
 __all__ = [

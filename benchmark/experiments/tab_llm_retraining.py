@@ -54,3 +54,4 @@ SPEC = LMTable(
         LMGrid(p, p.name, ROWS, columns((50, 60, 70)), PAPER_SETTINGS) for p in OPT.values()
     ),
 )
+SPEC.unpublished = "PERP's cell values (arXiv 2312.15230) were not reachable as text here"

@@ -64,7 +64,7 @@ class Workload:
 
 def workload(cfg: RunConfig) -> Workload:
     """The workload a run trains."""
-    return Workload(cfg.model.name, cfg.data.name, "bf16" if cfg.optim.bf16 else "fp32")
+    return Workload(cfg.model.name, cfg.data.name, cfg.optim.precision())
 
 
 def images_per_pass(cfg: RunConfig) -> int | None:
@@ -151,7 +151,7 @@ class Throughputs:
         w = Workload(
             (config.get("model") or {}).get("name", "?"),
             (config.get("data") or {}).get("name", "?"),
-            "bf16" if optim.get("bf16") else "fp32",
+            "bf16" if optim.get("bf16") else "fp16" if optim.get("fp16") else "fp32",
         )
         device = device_label(record.get("environment") or {})
         method = (config.get("method") or {}).get("name", "")

@@ -260,4 +260,10 @@ def _locate(
         field_name = f"base.{err.field}"
     else:
         field_name = source + err.field[len(root) :]  # keep a list index such as [2]
-    return ConfigError(field_name, err.value, f"{err.allowed} (in the run {cell})")
+    return ConfigError(
+        field_name,
+        err.value,
+        f"{err.allowed} (in the run {cell})",
+        unknown=err.unknown,
+        suggest=err.suggest,
+    )

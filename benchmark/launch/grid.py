@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from benchmark.config.run import NON_IDENTITY_SECTIONS, SECTIONS, LatencyConfig, check
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, close_matches
 from benchmark.core.tomlfile import load_toml
 
 GRID_KEYS = ("name", "description", "seeds", "base", "axes", "zip", "methods", "latency")
@@ -98,7 +98,8 @@ def load_grid(path: str | Path) -> Grid:
 def grid_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Grid:
     """Build a :class:`Grid` from the parsed TOML; raises ConfigError naming the bad key."""
     for key in data:
-        check(key in GRID_KEYS, key, data[key], "a grid key: " + ", ".join(GRID_KEYS))
+        if key not in GRID_KEYS:
+            raise _unknown(key, data[key], GRID_KEYS, "a grid key")
     name = data.get("name")
     check(
         isinstance(name, str) and bool(NAME_PATTERN.match(name)),
@@ -143,6 +144,19 @@ def grid_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Grid:
     )
 
 
+def _unknown(field: str, value: Any, known: Sequence[str], what: str) -> ConfigError:
+    """The error of an unknown key ``field`` of a grid (its last part one of ``known``)."""
+    section, _, key = field.rpartition(".")
+    prefix = f"{section}." if section else ""
+    return ConfigError(
+        field,
+        value,
+        f"{what}: {', '.join(known)}",
+        unknown=True,
+        suggest=[prefix + k for k in close_matches(key, known)],
+    )
+
+
 def _with_latency(base: dict[str, Any], table: Any) -> dict[str, Any]:
     """``base`` with the grid's ``[latency]`` table (``measure = true``, ...) as its section."""
     if table is None:
@@ -150,7 +164,8 @@ def _with_latency(base: dict[str, Any], table: Any) -> dict[str, Any]:
     keys = [f.name for f in fields(LatencyConfig)]
     check(isinstance(table, dict), "latency", table, "a table with " + ", ".join(keys))
     for key, value in table.items():
-        check(key in keys, f"latency.{key}", value, "one of " + ", ".join(keys))
+        if key not in keys:
+            raise _unknown(f"latency.{key}", value, keys, "a key of [latency]")
     own = base.get("latency", {})
     check(isinstance(own, dict), "base.latency", own, "a table with " + ", ".join(keys))
     return {**base, "latency": {**own, **table}}
@@ -196,12 +211,16 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
 def _normalise_key(key: str, where: str, value: Any, method_table: bool) -> str:
     if "." in key or key == "seed":
         section = key.split(".", 1)[0]
-        check(
-            key == "seed" or section in SECTIONS,
-            f"{where}.{key}",
-            value,
-            "a key of a config section: " + ", ".join(SECTIONS),
-        )
+        if key != "seed" and section not in SECTIONS:
+            raise ConfigError(
+                f"{where}.{key}",
+                value,
+                "a key of a config section: " + ", ".join(SECTIONS),
+                unknown=True,
+                suggest=[
+                    f"{s}.{key.split('.', 1)[1]}" for s in close_matches(section, list(SECTIONS))
+                ],
+            )
         check(
             not (method_table and key == "method.name"),
             f"{where}.{key}",
@@ -305,15 +324,11 @@ def _method_spec(name: str, table: Any, common: Mapping[str, str]) -> MethodSpec
     try:
         cls = get_method(name)
     except ConfigError as err:
-        raise ConfigError(where, name, err.allowed) from None
+        raise ConfigError(where, name, err.allowed, suggest=err.suggest) from None
     check(isinstance(table, dict), where, table, "a table with " + ", ".join(METHOD_TABLE_KEYS))
     for key in table:
-        check(
-            key in METHOD_TABLE_KEYS,
-            f"{where}.{key}",
-            table[key],
-            "one of " + ", ".join(METHOD_TABLE_KEYS),
-        )
+        if key not in METHOD_TABLE_KEYS:
+            raise _unknown(f"{where}.{key}", table[key], METHOD_TABLE_KEYS, "a key of a method")
     groups = _axes_groups(table.get("axes", {}), f"{where}.axes", method_table=True)
     groups += _zip_groups(table.get("zip", []), f"{where}.zip", method_table=True)
     _check_unique_keys(groups, common)

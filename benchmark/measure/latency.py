@@ -17,6 +17,7 @@ import platform
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -56,10 +57,9 @@ def versions() -> dict[str, str]:
     out = {"python": platform.python_version(), "torch": torch.__version__}
     out["torchvision"] = torchvision.__version__
     try:
-        import torch_pruning
-
-        out["torch_pruning"] = torch_pruning.__version__
-    except ImportError:  # pragma: no cover - a declared dependency
+        # From the distribution's metadata: torch_pruning 1.6 has no __version__ attribute.
+        out["torch_pruning"] = metadata.version("torch-pruning")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a declared dependency
         pass
     if torch.version.cuda:
         out["cuda"] = str(torch.version.cuda)

@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.core.precision import half_autocast
+
 TOP5_MIN_CLASSES = 100
 
 
@@ -87,14 +89,15 @@ def evaluate(
     batches: Iterable[tuple[Tensor, Tensor]],
     num_classes: int,
     *,
-    bf16: bool = False,
+    half: torch.dtype | None = None,
 ) -> dict[str, float]:
     """Return micro-averaged "top1" (and "top5" for >= 100 classes) accuracy, mean "loss" and
     the number of examples "n" (one example is 1/n of the accuracy: what a difference means).
 
     Runs in eval mode and restores every submodule's previous train/eval mode afterwards.
     Accuracies are fractions in [0, 1]; the loss is the mean cross-entropy per example. With
-    ``bf16`` the forward pass runs under bfloat16 autocast (the loss is computed in float32).
+    ``half`` (torch.bfloat16 or torch.float16) the forward pass runs under that autocast (the
+    loss is computed in float32).
     """
     device = model_device(model)
     ks = (1, 5) if num_classes >= TOP5_MIN_CLASSES else (1,)
@@ -107,7 +110,7 @@ def evaluate(
         for inputs, targets in batches:
             inputs = inputs.to(device, non_blocking=True)
             targets = targets.to(device, non_blocking=True)
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+            with half_autocast(device, half):
                 logits = model(inputs)
             logits = logits.float()
             # Sums (not batch means) so that unequal batch sizes are weighted per example.

@@ -102,7 +102,10 @@ def cost_frame(experiment: Experiment, scale: Scale, store_dir: str | Path) -> p
     points["pareto"] = False
     # An unplaced configuration (goal NaN) is its own group: its achieved sparsity is unlike
     # any other's, so nothing there is comparable.
-    group = points["goal"].astype(object).where(points["goal"].notna(), points.index)
+    # (Built with numpy: pandas 2.x's Series.where asserts on an Index as its "other".)
+    goal = points["goal"]
+    placed = np.where(goal.notna(), goal.to_numpy(dtype=object), points.index.to_numpy(object))
+    group = pd.Series(placed, index=points.index, dtype=object)
     for _, by_group in points.groupby(["section", "row", group, "device"], sort=False):
         points.loc[pareto_front(by_group), "pareto"] = True
     return points[columns]
@@ -155,33 +158,33 @@ def devices_note(points: pd.DataFrame) -> str:
     return f"runs were timed on {len(devices)} devices ({', '.join(devices)}); not pooled"
 
 
-def render_markdown(points: pd.DataFrame, title: str) -> str:
-    """The Pareto points per device, section, method and goal sparsity as Markdown."""
+def render_markdown(points: pd.DataFrame, title: str, width: int | None = None) -> str:
+    """The Pareto points per device, section, method and goal sparsity as Markdown (each table
+    split to ``width`` columns, its section and method repeated, and the prose wrapped)."""
+    from benchmark.core.textwidth import pipe_table, wrap
+
     out = [f"### {title}: accuracy vs measured training cost", ""]
     note = devices_note(points)
     if note:
         out += [f"Note: {note}.", ""]
     for device, by_device in points.groupby("device", sort=False):
-        unit = _unit(str(device))
-        out += [f"**{device}**", "",
-                f"| Section | Method | Goal % | Budget | Configuration | Achieved % | {unit} "
-                "| Acc. | n |", "|:---|:---|---:|:---|:---|---:|---:|---:|---:|"]  # fmt: skip
+        header = ["Section", "Method", "Goal %", "Budget", "Configuration", "Achieved %",
+                  _unit(str(device)), "Acc.", "n"]  # fmt: skip
+        rows = [header]
         for r in by_device[by_device["pareto"]].to_dict("records"):
             goal = "none reached" if pd.isna(r["goal"]) else f"{r['goal']:g}"
             achieved = "" if pd.isna(r["achieved"]) else f"{r['achieved']:.2f}"
             tuned = r["tuned"] or "(default)"
-            out.append(
-                f"| {r['section']} | {r['row']} | {goal} | {r['budget']} | {tuned} | "
-                f"{achieved} | {r['cost']:.4g} | {r['accuracy']:.2f} | {r['seeds']} |"
-            )
-        out.append("")
+            rows.append([r["section"], r["row"], goal, r["budget"], tuned, achieved,
+                         f"{r['cost']:.4g}", f"{r['accuracy']:.2f}", str(r["seeds"])])  # fmt: skip
+        out += [f"**{device}**", "", *pipe_table(rows, "llrllrrrr", width, keep=2), ""]
     out.append("Only Pareto-optimal configurations are listed (no cheaper one is as accurate).")
     out.append(
         "Cost = wall time x devices + the dense parent's wall time x its devices, mean over "
         "seeds. Achieved: mean achieved sparsity; methods without a goal sparsity are grouped "
         "in the goal column the table places them in (none reached: no column takes them)."
     )
-    return "\n".join(out) + "\n"
+    return wrap("\n".join(out), width) + "\n"
 
 
 def cost_figure(points: pd.DataFrame, title: str) -> Figure:

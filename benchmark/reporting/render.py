@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchmark.core.textwidth import pipe_chunks, wrap
 from benchmark.reporting.agreement import agreement_lines, top_two_text, verdict_lines
 from benchmark.reporting.seedstats import WORSE
-from benchmark.reporting.tables import DECIMALS, HEADERS, Column, Table, Value
+from benchmark.reporting.tables import DECIMALS, HEADERS, BuiltBlock, Column, Table, Value
 from benchmark.store.records import skipped_line
 
 LATEX_MACROS = r"""\newcommand{\first}[1]{\textbf{\color[HTML]{e55352}{#1}}}
@@ -35,6 +36,22 @@ def _number(mean: float | None, std: float | None, metric: str, pm: str) -> str:
     d = DECIMALS[metric]
     # No std (per-row columns) or an undefined one (a single seed with ddof = 1): the mean alone.
     return f"{mean:.{d}f}" if std is None else f"{mean:.{d}f}{pm}{std:.{d}f}"
+
+
+def _paper_cell(v: Value, metric: str) -> str:
+    """The published value of a cell alone (the row under a method's row)."""
+    if v.status == "unavailable":
+        return ""
+    return _paper_text(v, metric, " ± ").removeprefix("paper ").split(", Δ")[0]
+
+
+def _diff_cell(v: Value, metric: str) -> str:
+    """Reproduced - published of an accuracy-like cell with both, else empty."""
+    if v.mean is None or v.paper_mean is None or v.paper_missing or metric not in ACCURACY_LIKE:
+        return ""
+    if v.status == "unavailable":
+        return ""
+    return f"{v.mean - v.paper_mean:+.{DECIMALS[metric]}f}"
 
 
 def _paper_text(v: Value, metric: str, pm: str) -> str:
@@ -91,10 +108,19 @@ def _summary(table: Table, store: str) -> list[str]:
         )
     statuses = {v.status for b in table.blocks for g in b.groups for ln in g for v in ln.values}
     if "missing" in statuses:
-        lines.append(
-            "missing (n/m): n of the cell's m planned runs (seeds x configurations) have not "
-            "finished yet" + ("; the cell is inside the slice" if table_sliced(table) else "") + "."
-        )
+        inside = "; the cell is inside the slice" if table_sliced(table) else ""
+        if table.failed:
+            lines.append(
+                "missing (n/m): n of the cell's m planned runs (seeds x configurations) have no "
+                f"finished result: {table.failed} of this table's runs failed (reproduce prints "
+                "their errors; with --retry-failed it runs them again), the others have not "
+                f"finished yet{inside}."
+            )
+        else:
+            lines.append(
+                "missing (n/m): n of the cell's m planned runs (seeds x configurations) have not "
+                f"finished yet{inside}."
+            )
     if "outside" in statuses:
         lines.append(
             "outside slice (m/m): the cell's m planned runs are not part of this slice, so this "
@@ -112,69 +138,85 @@ def table_sliced(table: Table) -> bool:
 def render_markdown(table: Table, store: str = "the store", width: int | None = None) -> str:
     """GitHub Markdown: one pipe table per block; ¹²³ mark first/second/third best. With
     ``width`` (a terminal's columns), a block wider than that is split into several pipe tables
-    of consecutive columns, each repeating the row labels."""
+    of consecutive columns, each repeating the row labels, and the lines under it wrap; with the
+    paper's numbers, each row is then followed by a row of the published values and one of the
+    differences, so that a cell's three values stay in one column."""
     out = [f"### {table.id} ({_scale_text(table)})", ""]
     for block in table.blocks:
         if block.title and len(table.blocks) > 1:
             out += [f"**{block.title}**", ""]
         single = len({c.metric for c in block.columns if c.goal is not None}) == 1
         header = ["Method", *(_column_label(c, single) for c in block.columns)]
-        rows: list[list[str]] = []
-        sections: set[int] = set()  # indexes in rows of the rules between groups
-        for i, lines in enumerate(block.groups):
-            if i > 0:
-                sections.add(len(rows))
-                rows.append([f"*{lines[0].section if lines else ''}*"] + [""] * len(block.columns))
-            for line in lines:
-                cells = [
-                    _md_cell(v, c.metric, table.with_paper)
-                    for v, c in zip(line.values, block.columns, strict=True)
-                ]
-                rows.append([line.label, *cells])
-        parts = _column_chunks([header, *rows], width)
-        for first, last in parts:
+        rows, sections, below = _block_rows(block, table.with_paper, stacked=False)
+        parts = pipe_chunks([header, *rows], width)
+        if table.with_paper and len(parts) > 1:
+            rows, sections, below = _block_rows(block, True, stacked=True)
+            parts = pipe_chunks([header, *rows], width)
+        for part in parts:
             if len(parts) > 1:
-                out += [f"*columns {first}-{last} of {len(block.columns)}*", ""]
-            out += _pipe_table(header, rows, sections, (first, last))
+                out += [f"*columns {part.start}-{part.stop - 1} of {len(block.columns)}*", ""]
+            out += _pipe_table(header, rows, sections, below, part)
             out.append("")
     what = "accuracy" if table.metric == "accuracy" else HEADERS[table.metric]
-    out.append(f"¹ ² ³: first, second and third best per column (unrounded mean test {what}).")
-    out += agreement_lines(table.agreement, table.test_images)
-    out += verdict_lines(table.agreement, table.scale)
-    out += _summary(table, store)
+    footer = [f"¹ ² ³: first, second and third best per column (unrounded mean test {what})."]
+    if any(r[0] == PAPER_ROW for r in rows):
+        footer.append(
+            f"{PAPER_ROW}, {DIFF_ROW}: under each row, the paper's value of each cell and the "
+            "difference (here - paper; accuracy-like metrics only)."
+        )
+    footer += agreement_lines(table.agreement, table.test_images)
+    footer += verdict_lines(table.agreement, table.scale)
+    footer += _summary(table, store)
+    out += [wrap(line, width) for line in footer]
     return "\n".join(out) + "\n"
 
 
+# The labels of the rows under a method's row that hold the paper's values and the differences.
+PAPER_ROW, DIFF_ROW = "↳ paper", "↳ Δ"
+
+
+def _block_rows(
+    block: BuiltBlock, with_paper: bool, stacked: bool
+) -> tuple[list[list[str]], set[int], set[int]]:
+    """A block's rows (label and cells), the indexes of the rules between groups, and of the
+    rows under a method's row (``stacked``: the paper's values and the differences)."""
+    rows: list[list[str]] = []
+    sections: set[int] = set()
+    below: set[int] = set()
+    for i, lines in enumerate(block.groups):
+        if i > 0:
+            sections.add(len(rows))
+            rows.append([f"*{lines[0].section if lines else ''}*"] + [""] * len(block.columns))
+        for line in lines:
+            pairs = list(zip(line.values, block.columns, strict=True))
+            rows.append(
+                [line.label, *(_md_cell(v, c.metric, with_paper and not stacked) for v, c in pairs)]
+            )
+            if stacked:
+                below |= {len(rows), len(rows) + 1}
+                rows.append([PAPER_ROW, *(_paper_cell(v, c.metric) for v, c in pairs)])
+                rows.append([DIFF_ROW, *(_diff_cell(v, c.metric) for v, c in pairs)])
+    return rows, sections, below
+
+
 def _pipe_table(
-    header: list[str], rows: list[list[str]], sections: set[int], span: tuple[int, int]
+    header: list[str],
+    rows: list[list[str]],
+    sections: set[int],
+    below: set[int],
+    span: range,
 ) -> list[str]:
-    """The label column and the columns ``span`` (1-based, inclusive) of ``rows``."""
-    pick = [0, *range(span[0], span[1] + 1)]
+    """The label column and the columns ``span`` of ``rows`` (a row under a method's row left
+    out where it is empty in every one of them)."""
+    pick = [0, *span]
     out = ["| " + " | ".join(header[j] for j in pick) + " |"]
     out.append("|" + "|".join([":---", *("---:" for _ in pick[1:])]) + "|")
     for i, row in enumerate(rows):
         if i in sections:
             out.append(f"| {row[0]} |" + " |" * (len(pick) - 1))
-        else:
+        elif i not in below or any(row[j] for j in pick[1:]):
             out.append(f"| {row[0]} | " + " | ".join(row[j] for j in pick[1:]) + " |")
     return out
-
-
-def _column_chunks(rows: list[list[str]], width: int | None) -> list[tuple[int, int]]:
-    """Consecutive column ranges (1-based, inclusive) whose pipe tables fit in ``width``
-    characters (at least one column each); one range without a width."""
-    n = len(rows[0]) - 1
-    if not width or n == 0:
-        return [(1, n)]
-    widths = [max(len(r[j]) for r in rows) + 3 for j in range(n + 1)]  # "| x " per cell
-    chunks, start, used = [], 1, widths[0] + 1
-    for j in range(1, n + 1):
-        if j > start and used + widths[j] > width:
-            chunks.append((start, j - 1))
-            start, used = j, widths[0] + 1
-        used += widths[j]
-    chunks.append((start, n))
-    return chunks
 
 
 def _scale_text(table: Table) -> str:

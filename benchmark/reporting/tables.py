@@ -132,6 +132,7 @@ class Table:
     # Store records that were named and skipped as unusable ("<file>: why"): said in the footer.
     skipped: list[str] = field(default_factory=list)
     outside: int = 0  # planned runs outside the slice (counted in missing)
+    failed: int = 0  # planned runs whose result says failed (counted in missing)
 
 
 def _key(section: str, row: str, goal: float | None, budget: str) -> tuple:
@@ -225,6 +226,7 @@ def build_table(
         else None
     )
     finished = set() if done is None else set(done.loc[done["status"].eq("finished"), "run_id"])
+    failed = set() if done is None else set(done.loc[done["status"].eq("failed"), "run_id"])
     ids = set(plan["run_id"])
     labels, outside = [], 0
     if within is not None and not within.everything:
@@ -247,6 +249,7 @@ def build_table(
         agreement=agreement,
         test_images=split_size(plan, store) if paper is not None else None,
         outside=outside,
+        failed=len(failed),
     )
 
 
@@ -400,7 +403,9 @@ def rebuild(
         # that silently lacks them.
         published = experiment.published_numbers()
         if published is None:
-            raise ConfigError("--paper", experiment.id, "a table the paper prints numbers for")
+            from benchmark.experiments.registry import unpublished_error
+
+            raise unpublished_error(experiment)
     unavailable = getattr(experiment, "unavailable_rows", lambda _scale: {})(scale)
     table = build_table(
         experiment.id,

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.core.precision import autocast_dtype, half_autocast
 from benchmark.tasks.base import TASKS, Task
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def window_nll(logits: Tensor, ids: Tensor) -> Tensor:
 
 @torch.no_grad()
 def evaluate_lm(
-    model: nn.Module, data: DataSource, split: str, *, bf16: bool = False
+    model: nn.Module, data: DataSource, split: str, *, half: torch.dtype | None = None
 ) -> dict[str, float]:
     """Return "loss" (mean NLL per predicted token), "ppl" (exp of it), "neg_ppl" and "top1"
     (next-token accuracy) over ``split``'s non-overlapping windows."""
@@ -51,7 +52,7 @@ def evaluate_lm(
     with eval_mode(model):
         for ids, _ in data.eval_batches(split):
             ids = ids.to(device)
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+            with half_autocast(device, half):
                 logits = next_token_logits(model, ids)
             nll_sum += window_nll(logits, ids).double().sum()
             correct += logits[:, :-1].argmax(-1).eq(ids[:, 1:]).sum()
@@ -83,4 +84,4 @@ class CausalLM(Task):
 
     def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
         """Loss, perplexity and next-token accuracy of ``split``."""
-        return evaluate_lm(model, data, split, bf16=self.cfg.optim.bf16)
+        return evaluate_lm(model, data, split, half=autocast_dtype(self.cfg.optim.precision()))

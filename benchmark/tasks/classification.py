@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
+from benchmark.core.precision import autocast_dtype
 from benchmark.tasks.base import TASKS, Task
 
 if TYPE_CHECKING:
@@ -34,4 +35,9 @@ class Classification(Task):
         """Top-1 (top-5) accuracy and mean cross-entropy on ``split``."""
         from benchmark.measure.metrics import evaluate
 
-        return evaluate(model, data.eval_batches(split), data.num_classes, bf16=self.cfg.optim.bf16)
+        return evaluate(
+            model,
+            data.eval_batches(split),
+            data.num_classes,
+            half=autocast_dtype(self.cfg.optim.precision()),
+        )

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.core.precision import autocast_dtype, half_autocast
 from benchmark.tasks.base import TASKS, Task
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def evaluate_segmentation(
     batches: Iterable[tuple[Tensor, Tensor]],
     num_classes: int,
     *,
-    bf16: bool = False,
+    half: torch.dtype | None = None,
 ) -> dict[str, float]:
     """Return "miou", "top1" (pixel accuracy) and "loss" (mean cross-entropy per labelled pixel).
 
@@ -67,7 +68,7 @@ def evaluate_segmentation(
     with eval_mode(model):
         for inputs, targets in batches:
             inputs, targets = inputs.to(device), targets.to(device)
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+            with half_autocast(device, half):
                 logits = logits_of(model(inputs))
             logits = logits.float()
             loss_sum += F.cross_entropy(
@@ -110,5 +111,8 @@ class Segmentation(Task):
     def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
         """Mean IoU, pixel accuracy and loss on ``split``."""
         return evaluate_segmentation(
-            model, data.eval_batches(split), data.num_classes, bf16=self.cfg.optim.bf16
+            model,
+            data.eval_batches(split),
+            data.num_classes,
+            half=autocast_dtype(self.cfg.optim.precision()),
         )

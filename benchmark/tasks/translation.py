@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmark.core.precision import autocast_dtype, half_autocast
 from benchmark.tasks.base import TASKS, Task
 
 if TYPE_CHECKING:
@@ -42,7 +43,12 @@ def bleu(hypotheses: list[str], references: list[str]) -> float:
 
 @torch.no_grad()
 def evaluate_translation(
-    model: nn.Module, data: DataSource, split: str, *, bf16: bool = False, with_bleu: bool = True
+    model: nn.Module,
+    data: DataSource,
+    split: str,
+    *,
+    half: torch.dtype | None = None,
+    with_bleu: bool = True,
 ) -> dict[str, float]:
     """Return "loss" (cross-entropy per target token), "top1" (teacher-forced token accuracy)
     and, with ``with_bleu``, "bleu": greedy translations against the split's references."""
@@ -56,7 +62,7 @@ def evaluate_translation(
     with eval_mode(model):
         for source, target in data.eval_batches(split):
             source, target = source.to(device), target.to(device)
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+            with half_autocast(device, half):
                 logits = token_logits(model, source, target).float()
                 if with_bleu:
                     generated = model.generate(
@@ -104,7 +110,11 @@ class Translation(Task):
     def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
         """Loss, token accuracy and (on the validation and test splits) BLEU."""
         return evaluate_translation(
-            model, data, split, bf16=self.cfg.optim.bf16, with_bleu=split != "train"
+            model,
+            data,
+            split,
+            half=autocast_dtype(self.cfg.optim.precision()),
+            with_bleu=split != "train",
         )
 
     def example_inputs(self, data: DataSource) -> Mapping[str, Tensor]:

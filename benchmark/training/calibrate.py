@@ -2,13 +2,13 @@
 
 Each measurement trains the model with the harness's own trainer, as a run of it would: the
 run's runtime defaults (captured CUDA-graph steps and channels_last where the device allows
-them), the precision asked for (``optim.bf16``), the dataset's input shape, classes and the
-batch size of the plan. Only the data is synthetic: one fixed batch on the device, so that no
-dataset files are needed and loading is not timed (CIFAR lives on the device anyway). The images
-per second exclude warm-up iterations and capture time exactly as a run's record does, and on a
-GPU the peak device memory is recorded too. The results go to the store's calibration file
-(``benchmark.store.calibration``), which cost estimates read when the store holds no finished
-run of the same model, dataset, precision and device.
+them), the precision asked for (``optim.bf16``, ``optim.fp16``), the dataset's input shape,
+classes and the batch size of the plan. Only the data is synthetic: one fixed batch on the
+device, so that no dataset files are needed and loading is not timed (CIFAR lives on the device
+anyway). The images per second exclude warm-up iterations and capture time exactly as a run's
+record does, and on a GPU the peak device memory is recorded too. The results go to the store's
+calibration file (``benchmark.store.calibration``), which cost estimates read when the store
+holds no finished run of the same model, dataset, precision and device.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def measure(
     target: Target,
     device: str,
     *,
-    bf16: bool = False,
+    precision: str = "fp32",
     batch: int | None = None,
     steps: int = 50,
     threads: int = 0,
@@ -140,7 +140,7 @@ def measure(
     timings, peak, used, chosen = [], None, 0, ""
     for _ in range(repeats):
         rate, peak, used, chosen = _time_once(
-            target, device, bf16, batch, steps, threads, array, layout
+            target, device, precision, batch, steps, threads, array, layout
         )
         timings.append(rate)
     shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
@@ -149,7 +149,7 @@ def measure(
     return Calibration(
         model=target.model,
         dataset=target.dataset,
-        precision="bf16" if bf16 else "fp32",
+        precision=precision,
         device=device_label(dev),
         images_per_s=statistics.median(timings),
         batch_size=batch,
@@ -168,7 +168,7 @@ def measure(
 def _time_once(
     target: Target,
     device: str,
-    bf16: bool,
+    precision: str,
     batch: int | None,
     steps: int,
     threads: int,
@@ -195,7 +195,7 @@ def _time_once(
                     "method": {"name": "dense"},
                     "budget": {"epochs": 1},
                     "schedule": {"name": "constant", "lr": 0.1},
-                    "optim": {"bf16": bf16},
+                    "optim": {p: True for p in ("bf16", "fp16") if p == precision},
                     "logging": {"progress": False},
                     "runtime": {"device": str(dev), "threads": threads},
                     "output": {"dir": tmp},
@@ -251,7 +251,7 @@ def calibrate(
         measure(
             t,
             device,
-            bf16=p == "bf16",
+            precision=p,
             batch=batch,
             steps=steps,
             threads=threads,

@@ -187,11 +187,23 @@ class CudaGraphBackend:
                 try:
                     graph.capture_end()
                 except RuntimeError:
-                    pass  # the capture was invalidated by the error being raised
+                    # The capture was invalidated by the error being raised: capture_end stopped
+                    # before it told the CUDA generator that capture is over, and from then on
+                    # every random draw outside a graph fails ("Offset increment outside graph
+                    # capture encountered unexpectedly"); one capture that ends tells it.
+                    self._end_generator_capture()
                 raise
             graph.capture_end()
         current.wait_stream(self.stream)
         return graph.replay
+
+    def _end_generator_capture(self) -> None:
+        """Capture one small kernel into a throwaway graph (on the capture stream, where the
+        caller is), so that the CUDA generator leaves the state a failed capture left it in."""
+        graph = torch.cuda.CUDAGraph()
+        graph.capture_begin(capture_error_mode="thread_local")
+        torch.zeros(1, device=self.device)
+        graph.capture_end()
 
 
 class RerunBackend:

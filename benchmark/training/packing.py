@@ -214,7 +214,8 @@ def open_sessions(
     from benchmark.store.errors import RunLockedError
     from benchmark.store.results import Store
     from benchmark.training.distributed import world_size
-    from benchmark.training.runner import Session, begin, check_runtime
+    from benchmark.training.preflight import check_runtime
+    from benchmark.training.runner import Session, begin
     from benchmark.training.validation import validate
 
     check_packable(cfgs)

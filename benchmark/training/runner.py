@@ -6,7 +6,6 @@ import contextlib
 import platform
 import socket
 import subprocess
-import tempfile
 import time
 import traceback
 import warnings
@@ -18,11 +17,10 @@ from typing import Any
 import torch
 
 from benchmark.config.parse import config_to_dict
-from benchmark.config.run import RunConfig, check, run_identity
+from benchmark.config.run import RunConfig, run_identity
 from benchmark.core.errors import ConfigError
 from benchmark.core.files import CorruptFileError, load_checkpoint
 from benchmark.measure.run_latency import measure_after_training
-from benchmark.models.pretrained import require_available
 from benchmark.store.results import (
     FAILED,
     FINISHED,
@@ -39,12 +37,12 @@ from benchmark.training.distributed import (
     spawn,
     world_size,
 )
+from benchmark.training.preflight import check_before_compute
 from benchmark.training.process_checks import (
     check_batchnorm_processes,
     check_gpus,
     check_runs_for_processes,
 )
-from benchmark.training.validation import validate
 from methods import get_method
 
 
@@ -132,44 +130,6 @@ def parent_weights(cfg: RunConfig, store: Store) -> tuple[str | None, Any]:
         ) from None
 
 
-def check_runtime(cfg: RunConfig) -> None:
-    """Refuse, before anything is written, a device this machine lacks or an unwritable store."""
-    dev = cfg.runtime.device
-    if dev.startswith("cuda"):
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        index = int(dev.split(":", 1)[1]) if ":" in dev else 0
-        check(
-            index < count,
-            "runtime.device",
-            dev,
-            f"a device this machine has: {count} CUDA device(s) here; use 'auto' or 'cpu'",
-        )
-    if dev == "mps":
-        check(
-            torch.backends.mps.is_available(),
-            "runtime.device",
-            dev,
-            "a device this machine has: MPS is not available here; use 'auto' or 'cpu'",
-        )
-    root = Path(cfg.output.dir)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=root):
-            pass
-    except OSError as err:
-        raise ConfigError(
-            "output.dir", cfg.output.dir, f"a folder this process can create and write ({err})"
-        ) from None
-
-
-def check_weights(cfg: RunConfig) -> None:
-    """Refuse, before anything is written, named pretrained weights (``model.pretrained``)
-    this machine lacks, for a run that loads them: one without a dense parent (a child starts
-    from its parent's weights, and its parent's own run checks them)."""
-    if cfg.model.pretrained and get_method(cfg.method.name)(cfg).parent_config() is None:
-        require_available(cfg.model.pretrained)
-
-
 def execute(
     cfg: RunConfig,
     *,
@@ -211,9 +171,7 @@ def _missing_folders(path: Path) -> list[Path]:
 def _execute(
     cfg: RunConfig, *, force: bool, require_resume: bool, wait_for_lock: bool
 ) -> dict[str, Any]:
-    validate(cfg)
-    check_runtime(cfg)
-    check_weights(cfg)
+    check_before_compute(cfg)
     check_batchnorm_processes(cfg.model.batchnorm_processes, cfg.runtime.sync_bn, world_size())
     store = Store(cfg.output.dir)
     rid = cfg.run_id

@@ -15,6 +15,7 @@ from torch import nn
 
 from benchmark.config.run import RunConfig, check
 from benchmark.core.files import CorruptFileError, load_checkpoint, save_checkpoint
+from benchmark.core.precision import autocast_dtype, half_autocast
 from benchmark.data.base import DataSource, build_dataset
 from benchmark.measure.metrics import eval_mode, sparsity_stats
 from benchmark.models.registry import build_model
@@ -182,10 +183,12 @@ class Trainer(EpochLoop):
             run_id=cfg.run_id,
         )
         # No autocast weight cache on the fast path: a cached cast would outlive its graph.
+        # The half precision of the forward (None: fp32).
+        self.half = autocast_dtype(cfg.optim.precision())
         self._autocast = torch.autocast(
             self.device.type,
-            dtype=torch.bfloat16,
-            enabled=cfg.optim.bf16,
+            dtype=self.half or torch.bfloat16,
+            enabled=self.half is not None,
             cache_enabled=False if self.plan.capture else None,
         )
         self.in_method = True
@@ -224,9 +227,7 @@ class Trainer(EpochLoop):
         model = self.model
         if not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
             return
-        autocast = torch.autocast(
-            self.device.type, dtype=torch.bfloat16, enabled=self.cfg.optim.bf16
-        )
+        autocast = half_autocast(self.device, self.half)
         with torch.no_grad(), autocast, eval_mode(model, training=True):
             for x, _ in self.data.train_batches(self.method_epochs, self.cfg.seed):
                 model(x)

@@ -81,6 +81,7 @@ def validate(cfg: RunConfig) -> None:
     check(o.weight_decay >= 0, "optim.weight_decay", o.weight_decay, "a number >= 0")
     check(0 <= o.label_smoothing < 1, "optim.label_smoothing", o.label_smoothing, "[0, 1)")
     check(o.grad_clip >= 0, "optim.grad_clip", o.grad_clip, "a number >= 0 (0 disables clipping)")
+    check(not (o.bf16 and o.fp16), "optim.fp16", o.fp16, "false with optim.bf16 = true (one half)")
     check(cfg.schedule.lr > 0, "schedule.lr", cfg.schedule.lr, "a number > 0")
     b = cfg.budget
     check(

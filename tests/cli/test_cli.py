@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, tiny_config
+from helpers import ROOT, env_with_path, tiny_config
 
 from benchmark.cli import main
 from benchmark.cli.app import build_parser
@@ -24,6 +23,7 @@ SCHEDULE_TABLE = "appendix-schedule-comparison-cifar10-oneshot"
 
 def test_plot_on_an_empty_store_says_so_and_fails(tmp_path: Path, capsys) -> None:
     out = tmp_path / "figures"
+    (tmp_path / "runs").mkdir()  # a store without runs (tests/cli/test_helpful_errors.py: none)
     code = main(["plot", "cifar10-envelope", "--store", str(tmp_path / "runs"), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 1
@@ -51,7 +51,7 @@ def test_no_warning_without_paper(tmp_path: Path, capsys) -> None:
 def test_a_closed_pipe_ends_quietly() -> None:
     args = ["schedule", "--epochs", "200", "--iters-per-epoch", "2000"]
     args += ["--milestones", "90", "180", "--values", "0.01", "0.001"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = env_with_path(ROOT)
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmark.cli", *args],
         stdout=subprocess.PIPE,

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, loads_torch, tiny_config
+from helpers import ROOT, env_with_path, loads_torch, tiny_config
 
 from benchmark.cli import main
 from benchmark.experiments.catalog import load
@@ -120,7 +120,7 @@ def test_ctrl_c_during_reproduce_ends_with_one_line(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         text=True,
         start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=env_with_path(ROOT),
     )
     assert proc.stderr is not None
     lines = []

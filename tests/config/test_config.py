@@ -106,7 +106,7 @@ def test_int_is_accepted_for_float() -> None:
         (["budget.epochs=ten"], "budget.epochs", "an integer"),
         (["data.colour=1"], "data.colour", "batch_size"),
         (["method.sparsity_goal=0.9"], "method.sparsity_goal", "criterion"),
-        (["oops.key=1"], "oops", "a known section"),
+        (["oops.key=1"], "oops", "the key oops is unknown (value {'key': 1}); allowed: a section"),
         (["runtime.device=tpu"], "runtime.device", "'cuda'"),
         (["budget.initial_epochs=-1"], "budget.initial_epochs", ">= 0"),
         (["method.retrain_epochs=[1, 1, 1]"], "method.retrain_epochs", "budget.cycles"),

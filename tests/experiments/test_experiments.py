@@ -356,13 +356,15 @@ def test_criteria_grid_refuses_budgets_that_do_not_split_into_the_cycles():
 
 
 def test_reproduce_reads_a_paper_grid_from_another_data_folder(tmp_path, capsys, monkeypatch):
-    import benchmark.cli.experiments as experiments_cli
+    import benchmark.cli.submission as submission_cli
+    from benchmark.data.fakedata import write_cifar10
 
     name = "appendix-schedule-comparison-cifar10-oneshot"
     submitted: list = []
     monkeypatch.setattr(
-        experiments_cli, "submit_missing", lambda configs, *a, **k: submitted.extend(configs)
+        submission_cli, "submit_missing", lambda configs, *a, **k: submitted.extend(configs)
     )
+    write_cifar10(tmp_path / "cluster", per_batch=2, n_test=2)  # checked before any run
     store = ["--store", str(tmp_path / "runs"), "--scale", "paper", "--executor", "slurm"]
     planned = get_experiment(name).runs("paper", (tmp_path / "runs").resolve())
     assert main(["reproduce", name, *store, "--data-root", str(tmp_path / "cluster")]) == 0

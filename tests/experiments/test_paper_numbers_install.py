@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, env_with_path
 
 from benchmark.cli import main
 from benchmark.experiments import paper_numbers
@@ -22,7 +21,7 @@ PAPER_COLUMNS = ("paper_mean", "paper_std", "diff")
 def table_paper_csv(cwd: Path, python_path: Path) -> subprocess.CompletedProcess[str]:
     """``table TABLE --scale smoke --paper --format csv`` in a fresh interpreter at ``cwd``."""
     # PYTHONPATH first: this interpreter may also have another checkout installed editable.
-    env = {**os.environ, "PYTHONPATH": str(python_path)}
+    env = env_with_path(python_path)
     command = [sys.executable, "-m", "benchmark.cli", "table", TABLE, "--scale", "smoke"]
     command += ["--paper", "--format", "csv", "--store", str(cwd / "runs")]
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
@@ -64,7 +63,7 @@ def test_table_paper_from_a_built_wheel(tmp_path: Path) -> None:
     where = tmp_path / "elsewhere"
     where.mkdir()
     probe = [sys.executable, "-c", "import benchmark; print(benchmark.__file__)"]
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = env_with_path(site)
     imported = subprocess.run(probe, capture_output=True, text=True, cwd=where, env=env)
     assert Path(imported.stdout.strip()).is_relative_to(site), imported.stdout + imported.stderr
     assert_has_paper_columns(table_paper_csv(where, site))

@@ -170,3 +170,15 @@ def test_a_single_run_asking_for_latency_is_measured_right_after_training(tmp_pa
     execute(cfg)
     stored = Store(tmp_path).read(cfg.run_id)["metrics"]
     assert stored["measured_speedup"] > 0 and stored["latency"]["kind"] == "filter"
+
+
+def test_versions_read_torch_pruning_from_its_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch_pruning 1.6.0 (as a GPU machine's carried wheel) has no __version__ attribute.
+    import sys
+    from importlib import metadata
+    from types import ModuleType
+
+    from benchmark.measure.latency import versions
+
+    monkeypatch.setitem(sys.modules, "torch_pruning", ModuleType("torch_pruning"))
+    assert versions()["torch_pruning"] == metadata.version("torch-pruning")

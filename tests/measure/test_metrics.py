@@ -113,7 +113,7 @@ def test_evaluate_bf16_is_close_to_fp32() -> None:
     x = torch.randn(16, 6)
     batches = [(x, model(x).argmax(1).detach())]
     fp32 = evaluate(model, batches, num_classes=3)
-    bf16 = evaluate(model, batches, num_classes=3, bf16=True)
+    bf16 = evaluate(model, batches, num_classes=3, half=torch.bfloat16)
     assert fp32["top1"] == 1.0
     assert bf16["loss"] == pytest.approx(fp32["loss"], rel=0.05)
 

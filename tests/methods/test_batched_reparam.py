@@ -217,6 +217,23 @@ def test_evaluation_forwards_and_copies_reparametrize_layer_by_layer(tmp_path: P
     assert all(not r.batch.disabled for r in t.method.reparams)
 
 
+@pytest.mark.parametrize("name", ["str", "dst"])  # CS's soft masks hold non-leaf tensors
+def test_a_copy_of_the_model_leaves_the_trainer_behind(name: str, tmp_path: Path) -> None:
+    # A model copy used to drag its trainer along through the method's load hook (on CUDA the
+    # copy then failed on the trainer's CUDA stream); the copy's hook must not touch the model
+    # it came from either.
+    t = trainer(tmp_path, name, "batched")
+
+    def refuse(memo: dict) -> None:
+        raise AssertionError("the trainer was copied with the model")
+
+    t.runner.__deepcopy__ = refuse  # type: ignore[attr-defined]
+    copied = copy.deepcopy(t.model)
+    x, _ = first_batch(t)
+    with torch.no_grad():
+        assert torch.equal(copied(x), t.model(x))
+
+
 def test_bench_ops_counts_every_method_with_its_own_budget(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -6,20 +6,19 @@ and runs prunebench or pytest in a fresh process with that folder on the path.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, install_plugin, readme_plugin_source
+from helpers import ROOT, env_with_path, install_plugin, readme_plugin_source
 
 FIXTURE = ROOT / "tests" / "fixtures" / "plugin" / "prunebench_example_plugin.py"
 
 
 def _run(args: list[str], *paths: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in paths)}
+    env = env_with_path(*paths)
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
     )

@@ -157,7 +157,8 @@ def test_an_hf_name_loads_from_the_local_hub_cache(
 def test_a_run_without_its_named_weights_fails_before_writing_anything(
     torch_home: Path, tmp_path: Path
 ) -> None:
-    from benchmark.training.runner import check_weights, execute
+    from benchmark.training.preflight import check_weights
+    from benchmark.training.runner import execute
 
     store = tmp_path / "runs"
     dense = load_config(

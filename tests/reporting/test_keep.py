@@ -287,7 +287,7 @@ def test_reproduce_keep_needed_frees_what_the_built_table_does_not_need(
             fake_result(Path(store_dir), cfg, 0.5, sparsity=0.5 if free else None)
         return [c.run_id for c in configs]
 
-    monkeypatch.setattr("benchmark.cli.experiments.submit_missing", fabricate)
+    monkeypatch.setattr("benchmark.cli.submission.submit_missing", fabricate)
     monkeypatch.setattr(Experiment, "prepare", lambda self, scale: None)
     args = ["reproduce", spec, "--scale", "smoke", "--store", str(store), "--keep", "needed"]
     assert main([*args, "--out", str(tmp_path / "out")]) == 0

@@ -129,12 +129,15 @@ def _racing_rerun(store: str, barrier: Any, results: Any) -> None:
     results.put(record["started"])
 
 
+@pytest.mark.slow  # three spawned processes, each importing torch
 def test_two_processes_holding_node_local_locks_racing_force_lose_no_result(
     tmp_path: Path,
 ) -> None:
     store = tmp_path / "s"
     cfg = tiny_config(store, *FAST)
-    context = multiprocessing.get_context("fork")
+    # Spawned, not forked: a fork of a test process that trained on a GPU before cannot use
+    # CUDA ("Cannot re-initialize CUDA in forked subprocess"; seen on an H200).
+    context = multiprocessing.get_context("spawn")
     first = context.Process(target=_run_once, args=(str(store),))
     first.start()
     first.join(120)

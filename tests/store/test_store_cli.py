@@ -137,6 +137,8 @@ def test_demo_prints_table_and_writes_figure(tmp_path: Path, capsys) -> None:
 
 
 def test_wandb_logging_works_offline(tmp_path: Path, monkeypatch) -> None:
+    # A declared dependency, but a GPU machine's image may lack it (and cannot install it).
+    pytest.importorskip("wandb", reason="wandb is not installed on this machine")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
     cfg = tiny_config(tmp_path / "s", "method.name=dense", "budget.epochs=2", "logging.wandb=true")

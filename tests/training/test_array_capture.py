@@ -181,3 +181,53 @@ def test_a_method_with_a_hook_before_the_step_trains_in_an_array_as_alone(
     assert comparison.holds(), comparison.text()
     for record in array:
         assert isinstance(record, dict) and record["metrics"]["array"]["size"] == 2
+
+
+def _dense_pair(root: Path, setting: str) -> tuple[list[Trainer], ArrayStep]:
+    """Two dense runs (other seeds and rates) as one grouped array, captured through a
+    replaying backend, with ``runtime.compile = setting``; trained for two epochs."""
+    common = ["method.name=dense", "budget.epochs=2", "runtime.device=cpu",
+              f"runtime.compile={setting}"]  # fmt: skip
+    cfgs = [
+        tiny_config(root, *common, "seed=0"),
+        tiny_config(root, *common, "seed=1", "schedule.lr=0.05"),
+    ]
+    trainers = [Trainer(cfg) for cfg in cfgs]
+    rngs = [RngState.capture(t.device) for t in trainers]
+    array = ArrayStep(trainers, "grouped", backend=RerunBackend())
+    for epoch in range(2):
+        array_epoch(trainers, epoch, rngs)
+    return trainers, array
+
+
+@pytest.mark.slow
+def test_the_compiled_step_trains_what_the_uncompiled_step_trains(tmp_path: Path) -> None:
+    # Inductor runs on the CPU too: fused BatchNorm/ReLU kernels round differently, no more.
+    plain, uncompiled = _dense_pair(tmp_path / "plain", "off")
+    fused, compiled = _dense_pair(tmp_path / "fused", "on")
+    assert compiled.record()["compiled"] and not uncompiled.record()["compiled"]
+    assert compiled.trainers[0].runner.stats.replays > 0
+    for a, b in zip(plain, fused, strict=True):
+        theirs = b.model.state_dict()
+        for name, value in a.model.state_dict().items():
+            if value.is_floating_point():
+                assert torch.allclose(value, theirs[name], rtol=0, atol=1e-5), name
+            else:
+                assert torch.equal(value, theirs[name]), name  # BatchNorm's batch counts
+
+
+def test_a_compile_that_fails_captures_uncompiled_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(fn: object, **_: object) -> object:
+        def raises(*args: object) -> object:
+            raise RuntimeError("no compiler here")
+
+        return raises
+
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.warns(FastPathWarning, match="compiling the array's step failed.*no compiler"):
+        trainers, array = _dense_pair(tmp_path, "on")
+    assert array.record()["compiled"] is False
+    assert array.trainers[0].runner.stats.replays > 0
+    assert all(torch.isfinite(p).all() for t in trainers for p in t.model.parameters())

@@ -11,7 +11,6 @@ the same global batch, for every method.
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import execute_float64
+from helpers import env_with_path, execute_float64
 
 from benchmark.config.parse import replace_section
 from benchmark.config.run import RunConfig
@@ -130,10 +129,7 @@ def test_pruned_weights_stay_zero_after_every_step(
 
 def test_external_plugin_runs_from_the_command_line(tmp_path: Path) -> None:
     plugin_dir = Path(__file__).parents[1] / "fixtures" / "plugin"
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{plugin_dir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-    }
+    env = env_with_path(plugin_dir)
     out = subprocess.run(
         [
             sys.executable,

@@ -29,6 +29,7 @@ from benchmark.models.registry import build_model
 from benchmark.training.fast_step import (
     EAGER_WARMUP_ITERS,
     MAX_GRAPHS,
+    CudaGraphBackend,
     DeviceLearningRates,
     FastPathWarning,
     RerunBackend,
@@ -625,3 +626,28 @@ def test_the_profiles_device_time_counts_only_the_devices_own_events() -> None:
     assert device_seconds(events) == pytest.approx(2e-3)
     # Nothing traced on the device (graph replays CUPTI did not see) is no events, not 0 s idle.
     assert device_events([event(DeviceType.CPU, 9000.0)]) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graph capture needs a GPU")
+def test_a_failed_capture_leaves_random_numbers_usable() -> None:
+    # A capture that fails (a step that reads a value back to the host) used to leave the CUDA
+    # generator in capture mode: every later random draw in the process raised.
+    device = torch.device("cuda")
+    backend = CudaGraphBackend(device)
+    x = torch.ones(4, device=device)
+
+    def syncs() -> None:
+        (x * 2).sum().item()
+
+    with pytest.raises(RuntimeError):
+        backend.capture(syncs)
+    assert torch.randn(3, device=device).shape == (3,)
+    torch.nn.init.kaiming_uniform_(torch.empty(4, 4, device=device))
+    out = torch.empty(8, device=device)
+
+    def draws() -> None:
+        out.copy_(torch.nn.functional.dropout(torch.ones(8, device=device), 0.5))
+
+    backend.capture(draws)()  # a capture with random numbers still works
+    torch.cuda.synchronize(device)
+    assert set(out.unique().tolist()) <= {0.0, 2.0}

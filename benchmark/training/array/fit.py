@@ -115,7 +115,7 @@ def array_key(cfg: RunConfig) -> tuple[Any, ...]:
     # A method with a hook between backward and step (GSM, LC, DPF, DNW) groups its optimizer's
     # parameters its own way and steps its arrays eagerly: its runs share arrays with its own.
     own = cfg.method.name if hooks_between(cls) else ""
-    return (cfg.model.name, repr(cfg.data), cfg.optim.bf16, pack_key(cfg), own)
+    return (cfg.model.name, repr(cfg.data), cfg.optim.precision(), pack_key(cfg), own)
 
 
 # Why a run that could share an array is left to pack: it has no partner.
@@ -169,7 +169,7 @@ def why_not_together(trainers: Sequence[Any]) -> str:
     for name, value in (
         ("iterations per epoch", lambda t: t.ipe),
         ("device", lambda t: str(t.device)),
-        ("bf16", lambda t: t.cfg.optim.bf16),
+        ("precision", lambda t: t.cfg.optim.precision()),
     ):
         values = {value(t) for t in trainers}
         if len(values) > 1:
@@ -282,7 +282,15 @@ class _Slots:
 
             return end
 
-        run.on_done, run.on_error = ended(run.on_done), ended(run.on_error)
+        done = run.on_done
+
+        def finished(metrics: dict[str, Any]) -> None:
+            graph = self.array.graph if in_array and self.array is not None else None
+            if graph is not None and "array" in metrics:
+                metrics["array"]["compiled"] = graph.compiled  # the captured step's, as it ran
+            done(metrics)
+
+        run.on_done, run.on_error = ended(finished), ended(run.on_error)
         return run
 
     def refill(self) -> list[PackedRun]:

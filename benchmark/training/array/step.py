@@ -30,6 +30,7 @@ from benchmark.training.array.stack import StackedModels
 from benchmark.training.fast_step import (
     EAGER_WARMUP_ITERS,
     CudaGraphBackend,
+    FastPathWarning,
     GraphBackend,
     StepPlan,
     StepStats,
@@ -128,6 +129,12 @@ class ArrayStep:
         if backend is None and trainers[0].runner.plan.capture and self.device.type == "cuda":
             backend = CudaGraphBackend(self.device)
         self.backend = None if self.hooked else backend
+        setting = trainers[0].cfg.runtime.compile
+        grouped = self.stacked.layout == "grouped"
+        # Compiled where it was measured faster: the grouped layout on CUDA (see RuntimeConfig).
+        self.compiled = setting == "on" or (
+            setting == "auto" and grouped and self.device.type == "cuda"
+        )
         self.graph: _Graph | None = None
         self.eager_steps = 0
         self.unclaimed = [0.0] * self.k  # capture seconds each run's loop has not been told of
@@ -180,12 +187,16 @@ class ArrayStep:
         self.joined.add(k)
 
     def record(self) -> dict[str, Any]:
-        """The array as a run's record says it: its slots, layout and the runs in it now."""
-        return {
+        """The array as a run's record says it: its slots, layout and the runs in it now
+        (and whether its captured step was compiled, once it has one)."""
+        out = {
             "size": self.k,
             "runs": [self.trainers[k].cfg.run_id for k in sorted(self.live)],
             "layout": self.stacked.layout,
         }
+        if self.graph is not None:
+            out["compiled"] = self.graph.compiled  # the captured step's, as it ran
+        return out
 
     def _note_members(self) -> None:
         """Add the runs stepping now to every live run's record of its array (kept in its
@@ -304,6 +315,52 @@ class ArrayStep:
         graph.replay()
         return {k: graph.losses[k] for k in batches}
 
+    def _losses(self, xs: Tensor, ys: Tensor) -> Tensor:
+        """The K runs' losses ``[K]`` of their batches ``xs`` (``[K, N, ...]``), ``ys``."""
+        first = self.trainers[0]
+        # A fresh autocast context (no weight cache: a captured cast would replay stale
+        # weights), which torch.compile traces as well.
+        with torch.autocast(
+            self.device.type,
+            first.half or torch.bfloat16,
+            enabled=first.half is not None,
+            cache_enabled=False,
+        ):
+            out = self.stacked.forward(xs)
+            return torch.stack(
+                [self.trainers[k].task.loss(_Fixed(out[k]), xs[k], ys[k]) for k in range(self.k)]
+            )
+
+    def _compiled_losses(self, graph: _Graph) -> tuple[Callable[[Tensor, Tensor], Tensor], bool]:
+        """:meth:`_losses` compiled with torch.compile and run (forward and backward) twice on
+        the graph's static batches, outside any capture: compiling and autotuning cannot happen
+        while a CUDA graph captures. What the two passes change (BatchNorm's running statistics
+        and batch counts, the gradients) is put back. Falls back to :meth:`_losses`, with a
+        warning, when compiling fails; and whether it compiled."""
+        stacked = self.stacked
+        saved = {name: buffer.clone() for name, buffer in stacked.buffers.items()}
+        compiled = torch.compile(self._losses, dynamic=False)
+        try:
+            for _ in range(2):
+                compiled(graph.xs, graph.ys).sum().backward()
+        except Exception as err:  # noqa: BLE001 - any compile error falls back, with a warning
+            compiled = None
+            reason = f"compiling the array's step failed ({type(err).__name__}: {str(err)[:200]})"
+            for trainer in self.trainers:
+                trainer.runner.stats.failures.append(reason)
+            warnings.warn(
+                f"run {self.trainers[0].cfg.run_id}: {reason}; its array's step is captured "
+                "uncompiled (slower)",
+                FastPathWarning,
+                stacklevel=2,
+            )
+        finally:
+            stacked.zero_grad()
+            with torch.no_grad():
+                for name, buffer in stacked.buffers.items():
+                    buffer.copy_(saved[name])
+        return (self._losses, False) if compiled is None else (compiled, True)
+
     def _capture(self, xs: Tensor, ys: Tensor) -> _Graph | None:
         """The array's step captured on static copies of ``xs``, ``ys`` (None: it failed and
         the array steps eagerly from now on, with a warning)."""
@@ -315,23 +372,19 @@ class ArrayStep:
             sgd.tables(),
             torch.zeros(self.k, device=xs.device),
         )
+        _sync(self.device)
+        start = time.perf_counter()
+        forward: Callable[[Tensor, Tensor], Tensor] = self._losses
+        if self.compiled:
+            forward, graph.compiled = self._compiled_losses(graph)
 
         def step() -> None:
-            with trainers[0]._autocast:
-                out = stacked.forward(graph.xs)
-                losses = torch.stack(
-                    [
-                        trainers[k].task.loss(_Fixed(out[k]), graph.xs[k], graph.ys[k])
-                        for k in range(self.k)
-                    ]
-                )
+            losses = forward(graph.xs, graph.ys)
             stacked.zero_grad()
             losses.sum().backward()
             sgd.update_from(graph.tables)
             graph.losses.copy_(losses.detach())
 
-        _sync(self.device)
-        start = time.perf_counter()
         try:
             graph.replay = self.backend.capture(step)
         except Exception as err:  # noqa: BLE001 - any capture error falls back, with a warning
@@ -373,15 +426,18 @@ def _loss_of(trainer: Any) -> tuple[Any, ...]:
 def merge_records(old: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
     """A run's record of its array(s): ``old`` (from before, or from its checkpoint) with the
     array ``now``: the runs of both in order of first appearance, the larger size and every
-    layout (joined by "+" when a resumed run trained in another one)."""
+    layout (joined by "+" when a resumed run trained in another one), and whether the last
+    captured step was compiled."""
     if old is None:
         return dict(now, runs=list(now["runs"]))
     layouts = old["layout"].split("+")
-    return {
+    out = {
         "size": max(old["size"], now["size"]),
         "runs": [*old["runs"], *(r for r in now["runs"] if r not in old["runs"])],
         "layout": "+".join([*layouts, *([now["layout"]] if now["layout"] not in layouts else [])]),
     }
+    compiled = now.get("compiled", old.get("compiled"))
+    return out if compiled is None else {**out, "compiled": compiled}
 
 
 class _Graph:
@@ -390,6 +446,7 @@ class _Graph:
     def __init__(self, xs: Tensor, ys: Tensor, tables: Tensor, losses: Tensor) -> None:
         self.xs, self.ys, self.tables, self.losses = xs, ys, tables, losses
         self.replay: Callable[[], None] = lambda: None
+        self.compiled = False
 
     def fits(self, x: Tensor, y: Tensor) -> bool:
         """Whether one run's batch ``x``, ``y`` has the captured shapes and types."""

@@ -349,7 +349,7 @@ def _form(
         except ConfigError as err:  # e.g. a method that optimises only some parameters
             why = str(err)
         else:
-            slots = f", {len(trainers)} slots, each run's freed for the next" if waiting else ""
+            slots = f", {len(trainers)} slots: a run that ends gives its slot on" if waiting else ""
             plural = "s" * (runs > 1)
             log(f"training {runs} run{plural} as one array ({chosen} layout{slots}): {ids}")
             return array

@@ -1,6 +1,8 @@
-"""The README's examples stay true (its two commands, .ci/run, its complete TOML config, its
-plugin) and its order serves a newcomer: the user paths within the first 150 lines, a table of
-contents whose links resolve, only names the tree holds, and no command that needs sudo as root."""
+"""The README's examples stay true (its two commands, .ci/run, its Quickstart, its plugin) and its
+order serves a newcomer: at most 300 lines, a figure with its caption, the user jobs within the
+first 150 lines, each with its commands and a link to its reference page, a table of contents
+whose links resolve, a citation and a license. Every page's lines, links and names:
+tests/test_docs.py."""
 
 from __future__ import annotations
 
@@ -9,16 +11,15 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from benchmark.config.parse import config_from_dict
-from benchmark.training.validation import validate
+from docs_text import anchor as _anchor
+from docs_text import anchors, blocks, links, prose_lines, section
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+    return blocks(README, lang)
 
 
 def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_second() -> None:
@@ -29,14 +30,6 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_second() -> None:
     assert commands[0].endswith("prunebench demo")
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == commands[1]
-
-
-def test_readme_complete_config_is_valid() -> None:
-    (example,) = [b for b in _blocks("toml") if "[runtime]" in b]
-    cfg = config_from_dict(tomllib.loads(example))
-    validate(cfg)
-    assert cfg.model.name == "resnet56" and cfg.method.name == "bimp"
-    assert cfg.budget.initial_epochs == 150
 
 
 def test_the_quickstart_shows_the_result_its_first_run_stores() -> None:
@@ -53,57 +46,61 @@ def test_the_quickstart_shows_the_result_its_first_run_stores() -> None:
 USER_PATHS = (
     "## Reproduce a table and plot its figure",
     "## Quickstart",
+    "## What a table costs before a cluster",
     "## Run a grid on a SLURM cluster",
     "## Add a method",
+    "## Draw an envelope figure",
+    "## Language models",
 )
 
 
 def _prose_lines(text: str = README) -> list[tuple[int, str]]:
-    """(line number, line) of every line outside fenced code blocks."""
-    lines, fenced = [], False
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.startswith("```"):
-            fenced = not fenced
-        elif not fenced:
-            lines.append((number, line))
-    return lines
-
-
-def _anchor(heading: str) -> str:
-    """GitHub's anchor of a heading: lowercase, punctuation dropped, spaces to '-'."""
-    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
-    return text.replace(" ", "-")
+    return prose_lines(text)
 
 
 def _anchors(text: str = README) -> set[str]:
-    seen: dict[str, int] = {}
-    anchors = set()
-    for _, line in _prose_lines(text):
-        match = re.match(r"#{1,6} (.+)", line)
-        if match:
-            base = _anchor(match.group(1))
-            count = seen.get(base, 0)
-            seen[base] = count + 1
-            anchors.add(base if count == 0 else f"{base}-{count}")
-    return anchors
+    return anchors(text)
 
 
 def _section(heading: str, text: str = README) -> str:
-    start = text.index(f"\n{heading}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end >= 0 else len(text)]
+    return section(text, heading)
 
 
-def test_the_user_paths_start_within_the_first_150_lines() -> None:
+def test_the_readme_is_short_and_opens_with_a_figure_and_its_caption() -> None:
+    assert len(README.splitlines()) <= 300
+    head = README.split("\n## ", 1)[0]
+    (figure,) = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", head)
+    assert (ROOT / figure).is_file()
+    assert (ROOT / figure).with_suffix(".txt").is_file(), "the figure's full text lies beside it"
+    caption = head.split(figure + ")", 1)[1].strip().split("\n\n", 1)[0]
+    assert caption.startswith("*") and caption.endswith("*"), "an italic caption under the figure"
+    assert "prunebench plot" in caption
+
+
+def test_the_readme_cites_the_paper_and_names_its_license() -> None:
+    citation = _section("## Citation")
+    for word in ("Zimmer", "Spiegel", "Pokutta", "Love Retraining", "2023", "ICLR"):
+        assert word in citation
+    assert "MIT" in _section("## License")
+    license_text = (ROOT / "LICENSE").read_text()
+    assert license_text.startswith("MIT License")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"]["text"] == "MIT"
+
+
+def test_the_user_paths_come_first_each_with_its_commands_and_reference_page() -> None:
     lines = {line: number for number, line in _prose_lines()}
     contents = lines["## Contents"]
     starts = {heading: lines.get(heading) for heading in USER_PATHS}
     assert None not in starts.values(), f"a user path heading is missing: {starts}"
     assert starts[USER_PATHS[0]] > contents, "the table of contents comes before the user paths"
-    late = {heading: number for heading, number in starts.items() if number > 150}
-    assert not late, f"user paths must start within the README's first 150 lines: {late}"
-    for heading in USER_PATHS:  # each path shows its commands
+    assert starts[USER_PATHS[0]] <= 100, "the first user path starts within 100 lines"
+    late = [heading for heading, number in starts.items() if number > lines["## Reference"]]
+    assert not late, f"user paths come before the reference, citation and license: {late}"
+    for heading in USER_PATHS:  # each path shows its commands and links to its reference page
         assert "```bash\n" in _section(heading), f"{heading} shows no commands"
+        pages = [link for link in links(_section(heading)) if ".md" in link]
+        assert pages, f"{heading} links to no reference page"
 
 
 def test_the_table_of_contents_links_resolve_to_headings() -> None:
@@ -119,31 +116,6 @@ def test_the_table_of_contents_links_resolve_to_headings() -> None:
     # every other link to a heading in the README resolves too
     broken = [link for link in re.findall(r"\]\(#([^)\s]+)\)", README) if link not in anchors]
     assert not broken, f"links to headings that do not exist: {broken}"
-
-
-def test_every_module_and_path_the_readme_names_exists() -> None:
-    import importlib.util
-
-    modules = set(re.findall(r"python\s+-m\s+(benchmark(?:\.\w+)*)", README))
-    assert "benchmark.bench" in modules
-    missing = []
-    for name in sorted(modules):
-        spec = importlib.util.find_spec(name)
-        runnable = spec is not None and (
-            spec.submodule_search_locations is None
-            or importlib.util.find_spec(f"{name}.__main__") is not None
-        )
-        if not runnable:
-            missing.append(f"python -m {name}")
-    paths = set(re.findall(r"(?<![\w./-])((?:benchmark|methods|tests|slurm)/[\w./*-]*)", README))
-    assert "benchmark/gpu_checks.sh" in paths
-    for path in sorted(paths):
-        path = path.rstrip(".")
-        if "*" in path or re.search(r"/[A-Z_]+(\.\w+)?$", path):  # a pattern or NAME.toml
-            continue
-        if not (ROOT / path).exists():
-            missing.append(path)
-    assert not missing, f"the README names what the tree lacks: {missing}"
 
 
 def _plugin() -> tuple[dict, str, str, str]:
@@ -196,20 +168,3 @@ def test_the_plugin_builds_into_a_wheel_with_its_entry_point(
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         assert "[prunebench.methods]" in whl.read(entry_points).decode()
     assert module_file[len(folder) + 1 :] in names
-
-
-def test_no_readme_command_needs_sudo_unconditionally() -> None:
-    blocks = re.findall(r"```(\w*)\n(.*?)```", README, flags=re.S)
-    commands = []
-    for lang, body in blocks:
-        for line in body.splitlines():
-            if lang in ("bash", "sh", "shell"):
-                commands.append(line)
-            elif lang in ("", "console") and line.startswith("$ "):
-                commands.append(line[2:])
-    unconditional = []
-    for line in commands:
-        command = re.split(r"(?:^|\s)#", line, maxsplit=1)[0]
-        if re.search(r"(?:^|[\s;&|(])sudo\s", command) and not re.search(r"id -u|EUID", command):
-            unconditional.append(line.strip())
-    assert not unconditional, f"commands that fail as root without sudo: {unconditional}"

@@ -32,6 +32,8 @@ def pruned_state(model: str, classes: int, sparsity: float, seed: int = 0) -> di
     net = build_model(model, classes, (3, 32, 32))
     names = [name for name, _ in prunable_parameters(net)]
     state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    if sparsity <= 0:
+        return state  # dense
     flat = torch.cat([state[n].abs().reshape(-1) for n in names])
     threshold = flat.kthvalue(round(sparsity * flat.numel())).values
     for name in names:

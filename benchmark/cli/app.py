@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     methods.add_argument("name", nargs="?", help="a method: its keys, meanings and presets")
     methods.add_argument(
-        "--markdown", action="store_true", help="print the README's method table instead"
+        "--markdown", action="store_true", help="print the method list of methods/README.md instead"
     )
 
     check = sub.add_parser(
@@ -230,6 +230,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     except (RunLockedError, CorruptFileError) as err:
         print(f"prunebench: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as err:  # a write the filesystem refused: the file, why and the fix
+        from benchmark.store.errors import storage_error
+
+        line = storage_error(err)
+        if line is None:
+            raise
+        print(f"prunebench: {line}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         # Ctrl-C is a user's choice, not a crash: no traceback; say how the work continues.
@@ -402,7 +410,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = Path(args.run)
     if path.suffix == ".json" and path.exists():
-        record = json.loads(path.read_text())
+        from benchmark.core.errors import CorruptFileError
+        from benchmark.store.errors import CorruptRecord
+        from benchmark.store.records import read_record
+
+        try:
+            record = read_record(path)  # a FIFO or a device is refused, never read
+        except CorruptRecord as err:
+            raise CorruptFileError(path, str(err)) from None
     else:
         record = Store(args.store).read(args.run)
     if record is None:

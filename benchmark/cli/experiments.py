@@ -52,14 +52,16 @@ def add_parsers(sub: Any) -> None:
         "instead of being selected over",
     )
 
-    plot = sub.add_parser("plot", help="draw a figure of the paper (PNG and PDF)")
+    plot = sub.add_parser(
+        "plot", help="draw a figure of the paper (PNG and PDF) and print its text (also as .txt)"
+    )
     plot.add_argument("id", help="figure or table id (prunebench list)")
     plot.add_argument(
         "--paper",
         action="store_true",
-        help="also print whether the figure shows the paper's shape (as its footer says)",
+        help="whether the figure shows the paper's shape: its printed text always ends with it",
     )
-    _common(plot, out_help="folder for <id>.png and <id>.pdf (default: results/figures)")
+    _common(plot, out_help="folder for <id>.png, .pdf and .txt (default: results/figures)")
     add_slice_args(plot)
 
     rep = sub.add_parser("reproduce", help="run what a table/figure misses, then build it")
@@ -297,7 +299,7 @@ def _no_runs(experiment_id: str, requested: str, scale: str, store_dir: str) -> 
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    """``prunebench plot ID``: the figure as PNG and PDF."""
+    """``prunebench plot ID``: the figure as PNG and PDF, and its text (printed and as .txt)."""
     from benchmark.experiments.catalog import check_id
 
     check_id(args.id, "figure")
@@ -313,20 +315,17 @@ def cmd_plot(args: argparse.Namespace) -> int:
     chosen = choose(experiment, scale, args.store, within, staged=args.staged)
     figures = Path(args.out or DEFAULT_FIGURES)
     plan, labels = chosen.table_plan(), chosen.labels()
-    for path in draw(experiment, scale, args.store, figures, within=within, plan=plan,
-                     labels=labels):  # fmt: skip
-        print(f"wrote {path}")
-    if args.paper:
-        _print_agreement(experiment, scale, args.store, within, plan)
+    _print_figure(draw(experiment, scale, args.store, figures, within=within, plan=plan,
+                       labels=labels))  # fmt: skip
     return 0
 
 
-def _print_agreement(experiment: Any, scale: str, store: str, within: Any, plan: Any) -> None:
-    """Whether the figure shows the paper's shape (the lines of its footer), on stdout."""
-    from benchmark.reporting.figure_agreement import stored_agreement
-
-    for line in stored_agreement(experiment, scale, store, within=within, plan=plan):
-        print(line)
+def _print_figure(paths: list[Path]) -> None:
+    """Where the figure went, then its text (what ran, what the marks mean, and last whether it
+    shows the paper's shape), as its .txt holds it."""
+    for path in paths:
+        print(f"wrote {path}")
+    print(next(p for p in paths if p.suffix == ".txt").read_text(encoding="utf-8"), end="")
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -460,11 +459,8 @@ def _build_outputs(
         from benchmark.reporting.plots import draw
 
         figures = Path(args.out) if args.out else Path(DEFAULT_FIGURES)
-        for path in draw(experiment, args.scale, args.store, figures, within=within, plan=plan,
-                         labels=labels):  # fmt: skip
-            print(f"wrote {path}")
-        if args.paper:
-            _print_agreement(experiment, args.scale, args.store, within, plan)
+        _print_figure(draw(experiment, args.scale, args.store, figures, within=within, plan=plan,
+                           labels=labels))  # fmt: skip
 
 
 def _ext(fmt: str) -> str:

@@ -321,6 +321,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 f"{len(lost)} run(s) have no result: their worker was stopped (or another job "
                 f"runs them); `prunebench status {args.file}` lists them, submit again to resume"
             )
+            from benchmark.launch.local_worker import outlived_note, outliving_tasks
+
+            outlived = outliving_tasks(st, lost)
+            if outlived:
+                print(f"note: {outlived_note(outlived)}")
             return 1
     failed = [r for r in result.submitted_runs if st.status(r) == "failed"]
     if failed and (settings.executor != "slurm" or args.wait):

@@ -3,7 +3,8 @@
 A key's meaning is the entry for it in the ``Attributes:`` section of the docstring of the
 Params class (or of a base class it inherits the field from), or ``field(metadata={"help": ...})``
 on the field itself. ``prunebench methods NAME`` prints them with types, defaults and the
-method's presets, and ``prunebench methods --markdown`` prints the README's method table.
+method's presets, and ``prunebench methods --markdown`` prints the method list of
+``methods/README.md``.
 """
 
 from __future__ import annotations
@@ -171,14 +172,28 @@ def _aligned(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def markdown_table(names: Iterable[str]) -> str:
-    """The README's method table: name, summary, and the method's own keys with defaults."""
+    """The method list of ``methods/README.md``: each method's name, summary, and its own
+    ``[method]`` keys with defaults, as Markdown list items wrapped at 100 columns."""
+    import textwrap
+
     from methods import get_method
 
-    lines = ["| method | what it does | its `[method]` keys (defaults) |", "|---|---|---|"]
+    items = []
     for name in names:
         cls = get_method(name)
         own = [k for k in method_keys(cls) if k.key not in METHOD_COMMON_KEYS]
-        keys = ", ".join(f"`{k.key}` ({_toml(k.default)})" for k in own) or "none"
-        summary = cls.info.summary.replace("|", "\\|")
-        lines.append(f"| `{name}` | {summary} | {keys.replace('|', chr(92) + '|')} |")
-    return "\n".join(lines) + "\n"
+        keys = ", ".join(f"`{k.key}` ({_toml(k.default)})" for k in own)
+        said = f"Its keys (defaults): {keys}." if own else "No keys of its own."
+        text = f"`{name}`: {cls.info.summary}. {said}"
+        # break_on_hyphens=False: a hyphen inside a `code` name is not a place to break.
+        items.append(
+            textwrap.fill(
+                text,
+                width=100,
+                initial_indent="- ",
+                subsequent_indent="  ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
+    return "\n".join(items) + "\n"

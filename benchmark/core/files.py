@@ -12,6 +12,8 @@ or their positions) and every load unpacks them, so readers always get the plain
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
@@ -19,7 +21,7 @@ import stat
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from benchmark.core.errors import CorruptFileError
 from benchmark.core.packed import is_packed, pack_state, unpack_state
@@ -39,6 +41,40 @@ TMP_SUFFIX = ".tmp"
 # New files get these permission bits less the umask, as ``open()`` creates them: a store that a
 # group shares is readable (and, under umask 002, writable) by the group.
 FILE_MODE = 0o666
+
+
+def make_dirs(path: Path) -> None:
+    """``path`` and its missing parents, as ``mkdir -p`` makes them (modes from the umask),
+    except that a folder made inside a group-writable folder is group-writable too, whatever the
+    umask: a store whose root folder a group may write (``chmod g+ws``) stays writable by the
+    group when a member whose umask is 022 creates its ``.locks``, ``weights`` or ``archive``."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    for folder in reversed(missing):  # parents first: each one's mode decides its child's
+        _writable_like_parent(folder)
+
+
+def _writable_like_parent(folder: Path) -> None:
+    try:
+        parent, mine = os.stat(folder.parent), os.stat(folder)
+    except OSError:
+        return
+    group = stat.S_IRGRP | stat.S_IWGRP | stat.S_IXGRP
+    wanted = stat.S_IMODE(mine.st_mode) | group
+    if (
+        parent.st_mode & stat.S_IWGRP
+        and mine.st_uid == os.geteuid()
+        and (stat.S_IMODE(mine.st_mode) != wanted)
+    ):
+        with contextlib.suppress(OSError):
+            os.chmod(folder, wanted)
 
 
 def unique_stamp() -> str:
@@ -65,7 +101,7 @@ def _create_temporary(path: Path) -> tuple[int, str]:
 
 def _atomic_replace(path: Path, write: Any) -> None:
     """Write through ``write(file)`` into a temporary file beside ``path``, then rename it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -98,15 +134,14 @@ def load_checkpoint(path: Path, device: torch.device | str = "cpu") -> dict[str,
     raises CorruptFileError."""
     import torch
 
-    try:
-        state = torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # unpickling refused, truncated zip, garbage: all mean unusable
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise CorruptFileError(
-            path, f"not a loadable checkpoint ({type(err).__name__}: {first[:200]})"
-        ) from None
+    with open_regular(path) as fh:  # a FIFO or a device would hang torch.load
+        try:
+            state = torch.load(fh, map_location=device, weights_only=True)
+        except Exception as err:  # unpickling refused, truncated zip, garbage: all unusable
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise CorruptFileError(
+                path, f"not a loadable checkpoint ({type(err).__name__}: {first[:200]})"
+            ) from None
     if not isinstance(state, dict):
         raise CorruptFileError(path, f"holds a {type(state).__name__}, not a checkpoint dict")
     if is_packed(state):
@@ -121,22 +156,56 @@ def read_regular(path: Path, limit: int) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; raises
     CorruptFileError otherwise (a FIFO, a device, a folder, a file too large), without blocking
     or reading more than ``limit`` bytes. FileNotFoundError when it does not exist."""
-    kind = _kind(os.stat(path).st_mode)  # checked before opening: opening a device may act
-    if kind != "regular file":
-        raise CorruptFileError(path, f"not a regular file (a {kind})")
-    # O_NONBLOCK: a FIFO swapped in after the check must not block the open.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        kind = _kind(info.st_mode)
-        if kind != "regular file":
-            raise CorruptFileError(path, f"not a regular file (a {kind})")
-        if info.st_size > limit:
-            raise CorruptFileError(path, f"{info.st_size} bytes, over the limit of {limit}")
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise CorruptFileError(path, f"{size} bytes, over the limit of {limit}")
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise CorruptFileError(path, f"over the limit of {limit} bytes")
     return data
+
+
+def check_regular(path: Path) -> os.stat_result:
+    """``path``'s status if it is a regular file (links followed); raises CorruptFileError naming
+    what it is otherwise (a FIFO would block a reader, a device never end), FileNotFoundError
+    when it does not exist. Nothing is opened."""
+    info = os.stat(path)
+    kind = _kind(info.st_mode)
+    if kind != "regular file":
+        raise CorruptFileError(path, f"not a regular file (a {kind})")
+    return info
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (see :func:`check_regular`), checked
+    before opening (opening a device may act) and again on the open file; never blocks."""
+    check_regular(path)
+    # O_NONBLOCK: a FIFO swapped in after the check must not block the open.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fh = os.fdopen(fd, "rb")
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind != "regular file":
+        fh.close()
+        raise CorruptFileError(path, f"not a regular file (a {kind})")
+    return fh
+
+
+def append_regular(path: Path) -> BinaryIO:
+    """``path`` opened for appending (created if absent), if it is a regular file: a FIFO or a
+    device under its name is refused (CorruptFileError) and never blocks the open."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, FILE_MODE)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a FIFO that nothing reads
+            raise CorruptFileError(path, "not a regular file (a FIFO)") from None
+        raise
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind != "regular file":
+        os.close(fd)
+        raise CorruptFileError(path, f"not a regular file (a {kind})")
+    return os.fdopen(fd, "ab")
 
 
 def _kind(mode: int) -> str:
@@ -157,7 +226,7 @@ def _kind(mode: int) -> str:
 def move_aside(path: Path, folder: Path | None = None) -> Path:
     """Rename a damaged file out of the way (``<name>.corrupt-<stamp>``); returns the new path."""
     target_dir = folder if folder is not None else path.parent
-    target_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(target_dir)
     target = target_dir / f"{path.name}.corrupt-{unique_stamp()}"
     os.replace(path, target)
     return target

@@ -138,8 +138,9 @@ SMOKE_METHODS = Problem(
 # ResNet-50 / ResNet-101 (V1: torchvision's own default backbone of its segmentation models and
 # the ImageNet recipe of the paper's time; our choice, the paper names no weights). T5-small is
 # the paper's "T5 transformer available through HuggingFace": the pretrained t5-small (our
-# decision; see the README's procedure table). Named weights keep the run ids machine-independent;
-# the files are read from the local caches, never downloaded (benchmark.models.pretrained).
+# decision; see the procedure in benchmark/experiments/README.md). Named weights keep the run
+# ids machine-independent; the files are read from the local caches, never downloaded
+# (benchmark.models.pretrained).
 RESNET50_BACKBONE = "torchvision:ResNet50_Weights.IMAGENET1K_V1"
 RESNET101_BACKBONE = "torchvision:ResNet101_Weights.IMAGENET1K_V1"
 T5_SMALL_WEIGHTS = "hf:t5-small"

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,7 +20,13 @@ from benchmark.core.errors import ConfigError
 from benchmark.launch.arrays import array_lines
 from benchmark.launch.expansion import Expansion, expand
 from benchmark.launch.grid import MAX_CELLS, Grid
-from benchmark.launch.local_worker import dead_local_workers, dead_worker_note
+from benchmark.launch.local_worker import (
+    dead_local_workers,
+    dead_worker_note,
+    outlived_note,
+    outliving_tasks,
+    stderr_into,
+)
 from benchmark.launch.planning import (
     JobSpec,
     Node,
@@ -55,12 +60,14 @@ class SubmitResult:
     submitted_runs: list[str] = field(default_factory=list)
     # Local workers of earlier submissions that ended without results: pid -> runs.
     dead_workers: dict[str, list[str]] = field(default_factory=dict)
+    outlived: dict[str, Any] = field(default_factory=dict)  # their runs still trained: owner
     settings: LaunchSettings = field(default_factory=LaunchSettings)  # --runs-per-gpu, --array
 
     def summary(self) -> str:
         """A few lines for the terminal."""
         p = self.plan
         lines = [f"note: {dead_worker_note(self.dead_workers)}"] if self.dead_workers else []
+        lines += [f"note: {outlived_note(self.outlived)}"] if self.outlived else []
         n_runs = len(p.submit)
         if self.dry_run:
             n_jobs = sum(len(s.tasks) for s in self.specs)
@@ -137,6 +144,7 @@ def submit_grid(
         plan = make_plan(nodes, Store(store), index, states, retry_failed, records)
         result = SubmitResult(grid.name, settings.executor, plan, dry_run=dry_run)
         result.dead_workers = dead_local_workers(index, records, states)
+        result.outlived = outliving_tasks(Store(store), sum(result.dead_workers.values(), []))
         result.settings = settings
         if settings.executor == "slurm":
             levels = slurm_specs(plan, settings.task_runs())
@@ -272,24 +280,8 @@ def _start_here(tasks: list[list[Node]], folder: Path, settings: LaunchSettings)
     # submitit's worker controllers inherit our stderr: Ctrl-C reaches them too, and each would
     # print its KeyboardInterrupt traceback under prunebench's one line. Their stderr goes to a
     # log beside the workers' own logs instead.
-    with _stderr_into(folder / "local" / "controllers.log"):
+    with stderr_into(folder / "local" / "controllers.log"):
         return local.submit_array([_task(t, settings) for t in tasks])
-
-
-@contextlib.contextmanager
-def _stderr_into(path: Path) -> Iterator[None]:
-    """Point file descriptor 2 at ``path`` (appending) while child processes are started."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(path, "ab") as log:
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def _wait_for_parent_jobs(store: Path, nodes: Sequence[Node], plan: Plan) -> None:

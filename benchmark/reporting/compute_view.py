@@ -189,7 +189,8 @@ def render_markdown(points: pd.DataFrame, title: str, width: int | None = None) 
 
 def cost_figure(points: pd.DataFrame, title: str) -> Figure:
     """One panel per device and goal sparsity: all configurations, Pareto front per method."""
-    from benchmark.reporting.plots import _new_figure, _shared_legend, figure_styles
+    from benchmark.reporting.figure_style import figure_styles
+    from benchmark.reporting.plots import _new_figure, _shared_legend
 
     panels = list(points.groupby(["device", "goal"], sort=False, dropna=False)) or [(("", 0), None)]
     fig = _new_figure(1, len(panels))

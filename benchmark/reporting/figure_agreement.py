@@ -17,16 +17,13 @@
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
-from benchmark.experiments.base import Experiment, Scale
+from benchmark.experiments.base import Experiment
 from benchmark.experiments.figure_specs import DENSE_ROW, RENDA_ROW
-from benchmark.experiments.slices import Slice
 from benchmark.reporting.agreement import column_agreement, signed_points, split_size
 from benchmark.reporting.criteria_agreement import criteria_lines
 from benchmark.reporting.selection import aggregate
@@ -237,29 +234,3 @@ def figure_agreement(experiment: Experiment, plan: pd.DataFrame, store: pd.DataF
     panels = f"{len(verdicts)} panel{'s' * (len(verdicts) != 1)}"
     lines.append(f"Overall: the paper's shape in {shown} of {panels}.")
     return lines
-
-
-def stored_agreement(
-    experiment: Experiment,
-    scale: Scale,
-    store_dir: str | Path,
-    *,
-    within: Slice | None = None,
-    plan: pd.DataFrame | None = None,
-) -> list[str]:
-    """:func:`figure_agreement` of ``experiment`` at ``scale`` from the store in ``store_dir``
-    (only the runs of the slice ``within`` count, as in the figure)."""
-    from benchmark.store.frame import load_store
-
-    store = load_store(store_dir)
-    plan = experiment.plan(scale, store_dir) if plan is None else plan
-    if within is not None and not within.everything and len(store):
-        store = store[store["run_id"].isin(within.apply(plan)["run_id"])]
-    return figure_agreement(experiment, plan, store)
-
-
-def wrapped(lines: Sequence[str], width_inches: float) -> list[str]:
-    """``lines`` wrapped to a figure ``width_inches`` wide (8-point text: about 15 characters
-    to the inch), so that no verdict runs off the figure's edge."""
-    width = max(40, int(width_inches * 15))
-    return [part for line in lines for part in textwrap.wrap(line, width, subsequent_indent="  ")]

@@ -1,13 +1,15 @@
-"""The paper's figures from a results store, as PNG and PDF (matplotlib, Agg, no pyplot).
+"""The paper's figures from a results store, as PNG, PDF and text (matplotlib, Agg, no pyplot).
 
-Every method, schedule and criterion has one colour and marker across all figures (:func:`style`).
-Points are the configuration selected per cell by mean validation accuracy (as in the tables);
-bands span the min and max test accuracy over that configuration's seeds.
+Every method, schedule and criterion has one colour and marker across all figures (:func:`style`);
+within a figure each line also gets its own line style and marker fill, so lines that coincide
+stay visible. Points are the configuration selected per cell by mean validation accuracy (as in
+the tables); bands span the min and max test accuracy over that configuration's seeds. Budgets
+that span three doublings or more sit on a log-2 axis. The words stay off the panels: a short
+title, a caption under them and the full text beside the PNG (:mod:`.figure_text`).
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -17,71 +19,16 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator, ScalarFormatter
 
 from benchmark.experiments.base import Experiment, Scale
 from benchmark.experiments.figure_specs import DENSE_ROW, RENDA_ROW
 from benchmark.experiments.slices import Slice
+from benchmark.reporting.figure_style import DASHES, figure_styles, style
+from benchmark.reporting.figure_text import add_notes, finish, set_parts
 from benchmark.reporting.selection import aggregate
 
-_PALETTE = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
-]  # fmt: skip
-_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
-# Fixed styles for the names the paper uses, so a method looks the same in every figure.
-_NAMES = [
-    "BIMP", "GMP", "GSM", "DPF", "DNW", "LC", "STR", "CS", "DST", "IMP",
-    "FT", "LRW", "SLR", "CLR", "LLR", "ALLR", "ALLRd1", "ALLRd2", "AccALLR",
-    "constant", "stepped", "cosine", "linear",
-    "global", "uniform", "uniform+", "erk", "lamp",
-]  # fmt: skip
-STYLES: dict[str, tuple[str, str]] = {
-    name: (_PALETTE[i % len(_PALETTE)], _MARKERS[i % len(_MARKERS)])
-    for i, name in enumerate(_NAMES)
-}
-# Schedules and criteria are compared among themselves, never with the methods: they get the
-# high-contrast colours (the palette's tail is too alike for lines drawn side by side).
-_CONTRAST = {
-    ("FT", "global"): "#7f7f7f",
-    ("LRW", "uniform"): "#ff7f0e",
-    ("SLR", "uniform+"): "#2ca02c",
-    ("CLR", "erk"): "#9467bd",
-    ("LLR", "lamp"): "#8c564b",
-    ("ALLR",): "#1f77b4",
-    ("ALLRd1",): "#17becf",
-    ("ALLRd2",): "#bcbd22",
-    ("AccALLR",): "#e377c2",
-}
-STYLES.update(
-    {name: (color, STYLES[name][1]) for names, color in _CONTRAST.items() for name in names}
-)
-STYLES[DENSE_ROW] = ("#000000", "")
-STYLES[RENDA_ROW] = ("#d62728", "")
 ACCURACY_LABEL = "test accuracy (%)"
-
-
-def style(label: str) -> tuple[str, str]:
-    """(colour, marker) of ``label``; unknown labels get a stable pick from the palette."""
-    if label in STYLES:
-        return STYLES[label]
-    base = label.split(" (")[0]  # "GMP (linear, hard)" shares GMP's marker, not its colour
-    h = zlib.crc32(label.encode())
-    marker = STYLES[base][1] if base in STYLES else _MARKERS[h % len(_MARKERS)]
-    return _PALETTE[h % len(_PALETTE)], marker
-
-
-def figure_styles(labels: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """(colour, marker) per label of one figure: the fixed style for the paper's names, and for
-    any other label a palette colour that no other line of the figure uses (when one is left)."""
-    labels = list(dict.fromkeys(labels))
-    styles = {label: STYLES[label] for label in labels if label in STYLES}
-    used = {color for color, _ in styles.values()}
-    free = [c for c in _PALETTE if c not in used] or _PALETTE
-    others = [label for label in labels if label not in styles]
-    for i, label in enumerate(others):
-        styles[label] = (free[i % len(free)], style(label)[1])
-    return styles
 
 
 def _new_figure(rows: int, cols: int, width: float = 4.2, height: float = 3.3) -> Figure:
@@ -92,14 +39,40 @@ def _new_figure(rows: int, cols: int, width: float = 4.2, height: float = 3.3) -
 
 
 def _line(
-    ax: Axes, frame: pd.DataFrame, label: str, x: str, look: tuple[str, str], y: str = "accuracy"
+    ax: Axes,
+    frame: pd.DataFrame,
+    label: str,
+    x: str,
+    look: tuple[str, str],
+    y: str = "accuracy",
+    index: int = 0,
+    lines: int = 1,
 ) -> None:
-    """A line with markers and a min-max band over seeds, sorted by ``x``, in ``look``."""
+    """A line with markers and a min-max band over seeds, sorted by ``x``, in ``look``; the figure's
+    ``index``-th line (of ``lines``) gets its own dash pattern, and every other one hollow
+    (see-through), smaller markers, so that a line drawn over an equal one leaves it visible. The
+    more lines, the fainter the bands, so that overlapping bands do not hide the lines."""
     frame = frame.sort_values(x)
     color, marker = look
-    ax.plot(frame[x], frame[y], color=color, marker=marker or None, label=label, linewidth=1.5)
+    hollow = index % 2 == 1
+    ax.plot(
+        frame[x],
+        frame[y],
+        color=color,
+        marker=marker or None,
+        label=label,
+        linewidth=1.5,
+        linestyle=DASHES[index % len(DASHES)],
+        markersize=5 if hollow else 6.5,
+        markerfacecolor="none" if hollow else color,
+    )
     ax.fill_between(
-        frame[x], frame[f"{y}_min"], frame[f"{y}_max"], color=color, alpha=0.2, linewidth=0
+        frame[x],
+        frame[f"{y}_min"],
+        frame[f"{y}_max"],
+        color=color,
+        alpha=min(0.2, 0.5 / lines),
+        linewidth=0,
     )
 
 
@@ -116,24 +89,33 @@ def _shared_legend(fig: Figure, **kwargs: object) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(label, handle)
             if isinstance(handle, Line2D):
-                xy = (tuple(map(float, handle.get_xdata())), tuple(map(float, handle.get_ydata())))
+                xy = (_rounded(handle.get_xdata()), _rounded(handle.get_ydata()))
                 drawn.setdefault(label, []).append((i, *xy))
     entries = _merge_same_lines(entries, drawn)
     if entries:
+        # As many columns (up to 4) as the figure's width holds for its longest label (8-point
+        # text: about 15 characters to the inch, and the line sample beside each label).
+        longest = max(len(label) for label in entries) + 6
+        fits = int(fig.get_figwidth() * 15 // longest)
         fig.legend(
             list(entries.values()),
             list(entries),
             loc="outside lower center",
-            ncols=min(len(entries), 4),
+            ncols=max(1, min(len(entries), 4, fits)),
             **kwargs,
         )
+
+
+def _rounded(values: Iterable[float]) -> tuple[float, ...]:
+    """``values`` to 4 significant digits: points that close print as one on any figure."""
+    return tuple(float(f"{float(v):.4g}") for v in values)
 
 
 def _merge_same_lines(
     entries: dict[str, object], drawn: dict[str, list[tuple[int, tuple, tuple]]]
 ) -> dict[str, object]:
-    """``entries`` with the labels whose lines are identical in every panel joined into one
-    ("A = B (same line)"), keeping the handle drawn last (the one on top)."""
+    """``entries`` with the labels whose lines are the same in every panel (to 4 significant
+    digits) joined into one ("A = B (same line)"), keeping the handle drawn last (on top)."""
     by_points: dict[tuple, list[str]] = {}
     for label in entries:
         key = tuple(drawn[label]) if label in drawn else (label,)
@@ -146,7 +128,9 @@ def _merge_same_lines(
 
 
 def _reference(ax: Axes, value: float, row: str) -> None:
-    """A horizontal reference line: the dense model (solid) or Renda et al. (dashed)."""
+    """A horizontal reference line: the dense model (black, dotted, wider) or Renda et al. (red,
+    dashed, drawn over it), so that both stay visible when their values are equal: the red
+    dashes leave the black dots between them."""
     color, _ = style(row)
     dense = row == DENSE_ROW
     # axhline does not take part in autoscaling; without this the line can sit on the frame.
@@ -155,10 +139,26 @@ def _reference(ax: Axes, value: float, row: str) -> None:
     ax.axhline(
         value,
         color=color,
-        linestyle="-" if dense else "--",
-        linewidth=1.2,
+        linestyle=":" if dense else (0, (5, 4)),
+        linewidth=2.2 if dense else 1.3,
+        zorder=2.1 if dense else 2.2,
         label="dense model" if dense else row,
     )
+
+
+def _budget_axis(ax: Axes, xs: Iterable[float], label: str) -> None:
+    """``label`` on the x axis; budgets that span three doublings or more (1, 2, 4, ..., 64) on a
+    log-2 axis, ticked at the budgets themselves when there are few, else at powers of 2."""
+    ax.set_xlabel(label)
+    values = sorted({float(v) for v in xs if pd.notna(v)})
+    if len(values) < 3 or values[0] <= 0 or values[-1] / values[0] < 8:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        return
+    ax.set_xscale("log", base=2)
+    ticks = values if len(values) <= 10 else [2.0**k for k in range(-4, 16)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(ScalarFormatter())
 
 
 def _footer(
@@ -184,10 +184,12 @@ def _footer(
     if images:
         notes.append(f"One test image = {100 / images:.2g} accuracy points ({images} test images).")
     rows = list(dict.fromkeys(plan["row"].astype(str)))
+    if DENSE_ROW in rows:
+        notes.append("Dotted black line: the dense model.")
     if RENDA_ROW in rows:
         notes.append(
-            f"Dashed line: {RENDA_ROW}, its own budget (T_orig retraining epochs per cycle), "
-            "not on the x axis."
+            f"Dashed red line: {RENDA_ROW}, its own budget (T_orig retraining epochs per "
+            "cycle), not on the x axis."
         )
     drawn = set(best["row"].astype(str)) if "row" in best else set()
     absent = [r for r in rows if r not in drawn]
@@ -203,7 +205,7 @@ def _footer(
             head.append(f"not run at smoke scale: {', '.join(skipped)}")
     else:
         head = [experiment.description, f"({ran}; {found})"]
-    fig.suptitle("\n".join(head + notes), fontsize=8)
+    set_parts(fig, head, notes)
 
 
 def _point_seeds(best: pd.DataFrame, plan: pd.DataFrame, store: pd.DataFrame) -> list[int]:
@@ -265,17 +267,20 @@ def envelope_figure(
     looks = figure_styles(plan["row"].astype(str))
     goals = sorted(plan["goal"].dropna().unique())
     fig = _new_figure(1, len(goals))
+    order = list(looks)
+    budgets = plan.loc[plan["section"] != "reference", "x"]
     for ax, goal in zip(fig.axes, goals, strict=True):
         at = best[best["goal"] == goal]
         for row, frame in _by_row(at[at["section"] != "reference"], plan):
-            _line(ax, frame, f"IMP + {row}", "x", looks[row])
+            _line(
+                ax, frame, f"IMP + {row}", "x", looks[row], index=order.index(row), lines=len(order)
+            )
         for row in (DENSE_ROW, RENDA_ROW):
             ref = at[at["row"] == row]
             if len(ref):
                 _reference(ax, float(ref["accuracy"].iloc[0]), row)
         ax.set_title(f"{goal:g}% sparsity")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("total retraining epochs")
+        _budget_axis(ax, budgets, "total retraining epochs")
         ax.set_ylabel(ACCURACY_LABEL)
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, fontsize=8)
@@ -291,17 +296,17 @@ def budgeted_initial_figure(
     looks = figure_styles(plan["row"].astype(str))
     sections = list(dict.fromkeys(plan["section"]))
     fig = _new_figure(len(sections), 1, width=5.5)
+    order = list(looks)
     for ax, section in zip(fig.axes, sections, strict=True):
         for row, frame in _by_row(best[best["section"] == section], plan):
             full = frame.loc[frame["x"].idxmax(), "accuracy"]
             shifted = frame.assign(
                 **{c: frame[c] - full for c in ("accuracy", "accuracy_min", "accuracy_max")}
             )
-            _line(ax, shifted, str(row), "x", looks[row])
+            _line(ax, shifted, str(row), "x", looks[row], index=order.index(row), lines=len(order))
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_title(_panel_title(experiment, scale, section), fontsize=9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("initial training epochs")
+        _budget_axis(ax, plan["x"], "initial training epochs")
         ax.set_ylabel("deviation from full budget (pp)")
         ax.grid(True, alpha=0.3)
     _shared_legend(fig, title="goal sparsity", fontsize=8)
@@ -328,7 +333,7 @@ def tradeoff_figure(
             (axes[1, j], "speedup", "theoretical speedup (x)"),
         ):
             for row, frame in _by_row(at, plan):
-                _line(ax, frame, row, x, looks[row])
+                _line(ax, frame, row, x, looks[row], index=list(looks).index(row), lines=len(looks))
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ACCURACY_LABEL)
             ax.set_title(_panel_title(experiment, scale, section), fontsize=9)
@@ -345,10 +350,24 @@ def lr_schedules_figure(
     from benchmark.reporting.schedule_figure import plot_retraining_schedules
 
     fig = plot_retraining_schedules(None)
-    for line in fig.axes[0].get_lines():
+    fig.set_size_inches(6.4, 4.2)  # room for the legend and caption under the panel
+    ax = fig.axes[0]
+    ax.get_legend().remove()
+    # Schedules share their values in parts (FT and LRW end on the same level): each keeps a
+    # dash pattern of its own, so none hides another.
+    for i, line in enumerate(ax.get_lines()):
         color, _ = style(line.get_label().split(" ")[0])
-        line.set_color(color)
-    fig.axes[0].legend()
+        line.set(color=color, linestyle=DASHES[i % len(DASHES)])
+    _shared_legend(fig, fontsize=8)
+    set_parts(
+        fig,
+        [experiment.description],
+        [
+            "The learning rate of each retraining schedule over its 60 retraining epochs, after "
+            "an original stepped schedule of 200 epochs (0.1; 0.01 from epoch 90; 0.001 from "
+            "epoch 180). ALLR's discount d = d2 = 60/200; no runs are needed."
+        ],
+    )
     return fig
 
 
@@ -409,13 +428,13 @@ def build_figure(
             store = store[store["run_id"].isin(within.apply(plan)["run_id"])]
         labels.append(f"slice: {within.label()}; runs outside it count as missing")
     fig = FIGURES[experiment.plot](experiment, scale, plan, store)
-    if labels and fig._suptitle is not None:
-        fig.suptitle(fig._suptitle.get_text() + "\n" + "; ".join(labels), fontsize=8)
-    if fig._suptitle is not None:  # whether it shows the paper's shape closes the footer
-        from benchmark.reporting.figure_agreement import figure_agreement, wrapped
+    verdict: list[str] = []
+    if len(plan):  # whether it shows the paper's shape closes the text
+        from benchmark.reporting.figure_agreement import figure_agreement
 
-        lines = wrapped(figure_agreement(experiment, plan, store), fig.get_figwidth())
-        fig.suptitle("\n".join([fig._suptitle.get_text(), *lines]), fontsize=8)
+        verdict = figure_agreement(experiment, plan, store)
+    add_notes(fig, head=["; ".join(labels)] if labels else [], verdict=verdict)
+    finish(fig)
     return fig
 
 
@@ -429,10 +448,14 @@ def draw(
     plan: pd.DataFrame | None = None,
     labels: Sequence[str] = (),
 ) -> list[Path]:
-    """Build the figure of ``experiment`` and save it as ``out_dir/<id>.png`` and ``.pdf``."""
+    """Build the figure of ``experiment`` and save it as ``out_dir/<id>.png`` and ``.pdf``, with
+    its full text in ``out_dir/<id>.txt``."""
+    from benchmark.reporting.figure_text import figure_text
+
     fig = build_figure(experiment, scale, store_dir, within=within, plan=plan, labels=labels)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{experiment.id}.png", out_dir / f"{experiment.id}.pdf"]
+    paths = [out_dir / f"{experiment.id}{suffix}" for suffix in (".png", ".pdf", ".txt")]
     fig.savefig(paths[0], dpi=130)
     fig.savefig(paths[1])
+    paths[2].write_text(figure_text(fig), encoding="utf-8")
     return paths

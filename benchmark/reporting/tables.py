@@ -5,11 +5,11 @@ over seeds per configuration; the best configuration of each cell is kept and it
 (and speedup, achieved sparsity) is reported as mean +- std over its seeds. Planned runs missing
 from the store are counted, and cells they feed are marked, never silently dropped.
 
-Three choices the paper leaves open are parameters of :class:`TableRules` (see its docstring and
-the README's "Tables and figures"): the standard deviation's ddof (the paper only says "standard
-deviation"; default 1, the sample std that pandas, and so a W&B-and-pandas workflow like the
-paper's, computes), how far the closest configuration of a method without a goal sparsity may lie
-from a goal column that has none within +-0.25%, and what "belongs to another column" means.
+Three choices the paper leaves open are parameters of :class:`TableRules` (see its docstring and the
+procedure in ``benchmark/experiments/README.md``): the standard deviation's ddof (the paper only
+says "standard deviation"; default 1, the sample std that pandas, and so a W&B-and-pandas workflow
+like the paper's, computes), how far the closest configuration of a method without a goal sparsity
+may lie from a goal column that has none within +-0.25%, and what "belongs to another column" means.
 Highlights rank the unrounded means (the paper's printed tables give different colours to values
 that print the same)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.core.errors import CorruptFileError
-from benchmark.core.files import read_regular, write_json_atomic
+from benchmark.core.files import make_dirs, read_regular, write_json_atomic
 from benchmark.store.records import MAX_RECORD_BYTES
 
 CALIBRATION_DIR = "calibration"
@@ -96,7 +96,7 @@ def write_calibrations(store: str | Path, new: list[Calibration]) -> Path:
     """Add ``new`` to the store's calibration file, replacing earlier measurements of the same
     (model, dataset, precision, device, array size, layout); returns the file's path."""
     path = calibration_path(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     kept = {c.key: c for c in read_calibrations(store)}
     kept.update({c.key: c for c in new})
     entries: list[dict[str, Any]] = [asdict(c) for c in kept.values()]

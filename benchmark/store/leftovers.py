@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmark.core.errors import CorruptFileError
 from benchmark.core.files import TMP_SUFFIX
-from benchmark.store.errors import RunLockedError
+from benchmark.store.errors import RunLockedError, StoreWarning
 from benchmark.store.results import (
     FINISHED,
     STAGED_SUFFIX,
@@ -75,9 +78,13 @@ def find_leftovers(store: Store, run_ids: Iterable[str] | None = None) -> list[L
                 continue
             path = folder / name
             try:
-                age = now - path.lstat().st_mtime
+                info = path.lstat()
             except FileNotFoundError:
                 continue
+            if not stat.S_ISREG(info.st_mode):  # not a file a write made: never touched
+                warnings.warn(f"{path} is not a regular file: left alone", StoreWarning, 2)
+                continue
+            age = now - info.st_mtime
             found_kind = _KINDS[match["ext"]] if kind != "checkpoint" else kind
             staged = name.endswith(STAGED_SUFFIX)
             out.append(Leftover(path, match["run_id"], found_kind, staged, age))
@@ -107,6 +114,8 @@ def clean_leftovers(store: Store, found: Iterable[Leftover]) -> list[str]:
                 done += _clean_run(store, run_id, items)
         except RunLockedError:
             done += [f"kept {i.path}: its run is running" for i in items]
+        except CorruptFileError as err:  # a lock name that is not a lock file: never read
+            done += [f"kept {i.path}: {err}" for i in items]
     return done
 
 

@@ -15,7 +15,10 @@ that exists only while it is held, ``<folder>/<name>.lockfile``, created atomica
 
 A lock whose owner is gone is recovered, with a :class:`StoreWarning` naming the owner and why.
 On the owner's own host (and boot) the process table decides: a dead process (or a zombie: exited,
-not yet reaped) loses its lock at once, a live one never. From another host the heartbeat decides:
+not yet reaped) loses its lock at once, a live one never. Where the process table cannot tell (a
+/proc mounted ``hidepid`` hides other users' processes; ``kill(pid, 0)`` then answers EPERM for a
+live one, which cannot be told from a process that reused the pid) the heartbeat decides, as from
+another host. From another host the heartbeat decides:
 an owner whose heartbeat is older than :func:`stale_after` (``PRUNEBENCH_LOCK_STALE_S``, 600 s by
 default) loses it, and a fresh heartbeat keeps it whatever the local ``squeue`` says (the store may
 be mounted by two clusters, or ``squeue`` may ask another one); only a SLURM job of the same
@@ -30,26 +33,32 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
-import socket
 import threading
 import time
 import uuid
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from benchmark.core.errors import CorruptFileError
+from benchmark.core.files import FILE_MODE, check_regular, make_dirs, read_regular
 from benchmark.store.errors import RunLockedError, StoreWarning
+from benchmark.store.owners import (  # noqa: F401 (_process_start: for tests)
+    Owner,
+    _on_this_host,
+    _process_start,
+    liveness_here,
+    stale_reason,
+)
+from benchmark.store.release import forget, remove_at_exit
 from benchmark.store.squeue import slurm_job_active
 
 LOCK_SUFFIX = ".lockfile"
 STALE_ENV = "PRUNEBENCH_LOCK_STALE_S"
 DEFAULT_STALE_S = 600.0
-# A lock file without a readable owner (a writer died between create and write) is given this
-# long before it counts as stale.
-UNREADABLE_GRACE_S = 60.0
+# A lock file holds one owner's JSON (~300 bytes); more is not a lock file of ours.
+MAX_LOCK_BYTES = 64 * 2**10
 # A .break file older than this belongs to a breaker that died (breaking takes milliseconds).
 BREAK_STALE_S = 60.0
 # A holder whose heartbeat is this many beats late has probably stopped: a waiter says so.
@@ -64,155 +73,6 @@ def stale_after() -> float:
         return max(1.0, float(os.environ.get(STALE_ENV, DEFAULT_STALE_S)))
     except ValueError:
         return DEFAULT_STALE_S
-
-
-@dataclass(frozen=True)
-class Owner:
-    """Who holds a lock: written into the lock file as JSON."""
-
-    host: str
-    pid: int
-    token: str
-    boot_id: str = ""
-    start: str = ""  # the process's start time in clock ticks since boot (/proc): pid reuse
-    slurm_job: str = ""  # SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID, else SLURM_JOB_ID
-    slurm_restarts: int = 0
-    since: float = 0.0
-    slurm_cluster: str = ""  # SLURM_CLUSTER_NAME: job ids repeat across clusters
-
-    @classmethod
-    def me(cls) -> Owner:
-        """This process."""
-        pid = os.getpid()
-        return cls(
-            host=socket.gethostname(),
-            pid=pid,
-            token=uuid.uuid4().hex,
-            boot_id=_boot_id(),
-            start=_process_start(pid) or "",
-            slurm_job=slurm_job_id(),
-            slurm_restarts=_int(os.environ.get("SLURM_RESTART_COUNT", "0")),
-            since=time.time(),
-            slurm_cluster=os.environ.get("SLURM_CLUSTER_NAME", ""),
-        )
-
-    def text(self) -> str:
-        """The lock file's content."""
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def parse(cls, text: str) -> Owner | None:
-        """The owner a lock file names; None when it is not one of ours (empty, partial).
-        Fields a later version adds are ignored."""
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        known = {f.name for f in fields(cls)}
-        try:
-            return cls(**{k: v for k, v in data.items() if k in known})
-        except TypeError:
-            return None
-
-    def describe(self) -> str:
-        """E.g. ``pid 4242 on node c12 (SLURM job 1234_5) since 12:00:01``."""
-        job = f" (SLURM job {self.slurm_job})" if self.slurm_job else ""
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
-        return f"pid {self.pid} on {self.host}{job} since {when}"
-
-
-def slurm_job_id() -> str:
-    """This process's SLURM job (an array task as ``JOB_TASK``), or '' outside SLURM."""
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    if array and task:
-        return f"{array}_{task}"
-    return os.environ.get("SLURM_JOB_ID", "")
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return 0
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat from field 3 (the state) on; None when the process does not exist, []
-    when it cannot be read."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return []
-    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    return stat[stat.rfind(")") + 2 :].split()
-
-
-def _process_start(pid: int) -> str | None:
-    """Field 22 of /proc/PID/stat (start time); None when the process does not exist."""
-    fields = _proc_stat(pid)
-    if fields is None:
-        return None
-    return fields[19] if len(fields) > 19 else ""
-
-
-# Process states of /proc/PID/stat that are no longer running: zombie (exited, not yet reaped
-# by its parent) and dead.
-GONE_STATES = {"Z", "X", "x"}
-
-
-def _alive_here(owner: Owner) -> bool:
-    """Whether ``owner``'s process (on this host and boot) still runs (a zombie does not)."""
-    if Path("/proc/self/stat").exists():
-        fields = _proc_stat(owner.pid)
-        if fields is None or (fields and fields[0] in GONE_STATES):
-            return False
-        start = fields[19] if len(fields) > 19 else ""
-        return not (owner.start and start and start != owner.start)  # else: pid reused
-    try:
-        os.kill(owner.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stale_reason(owner: Owner | None, age_s: float, limit_s: float) -> str | None:
-    """Why a lock held by ``owner`` (heartbeat ``age_s`` seconds ago) is abandoned, or None."""
-    if owner is None:
-        return f"it names no owner and is {age_s:.0f} s old" if age_s > UNREADABLE_GRACE_S else None
-    me = Owner.me()
-    if _on_this_host(owner, me):
-        # Here the process table is the truth: a live owner (even one stopped with Ctrl-Z,
-        # whose heartbeat pauses) keeps its lock, a dead one loses it at once.
-        return None if _alive_here(owner) else "its process no longer exists"
-    if (
-        owner.slurm_job
-        and owner.slurm_job == me.slurm_job
-        and owner.slurm_cluster == me.slurm_cluster
-        and owner.slurm_restarts < me.slurm_restarts
-    ):
-        return f"its SLURM job {owner.slurm_job} was requeued and now runs here"
-    if age_s > limit_s:
-        return f"its heartbeat stopped {age_s:.0f} s ago (limit {limit_s:.0f} s)"
-    # From another host only the heartbeat tells: the local squeue may not know the owner's
-    # cluster (a store two clusters mount), so a fresh heartbeat keeps the lock.
-    return None
-
-
-def _on_this_host(owner: Owner, me: Owner) -> bool:
-    return owner.host == me.host and owner.boot_id == me.boot_id
 
 
 def waiting_note(path: Path, owner: Owner | None, age_s: float, limit_s: float) -> str:
@@ -252,13 +112,27 @@ class LockFile:
 
     # ------------------------------------------------------------------ acquire / release
     def acquire(self, wait: bool = True, poll_s: float = 0.05) -> None:
-        """Take the lock; ``wait=False`` raises RunLockedError naming the owner when held."""
+        """Take the lock; ``wait=False`` raises RunLockedError naming the owner when held.
+
+        From here until :meth:`release`, a signal that ends the process removes the lock file
+        first (:mod:`benchmark.store.release`); an interruption (Ctrl-C) that lands between
+        creating the file and returning removes it too.
+        """
         me = Owner.me()
+        remove_at_exit(id(self), lambda: self._drop(me))
+        try:
+            self._take(me, wait, poll_s)
+        except BaseException:
+            self._drop(me)  # created just before the interruption: it must not stay
+            forget(id(self))
+            raise
+
+    def _take(self, me: Owner, wait: bool, poll_s: float) -> None:
         delay = poll_s
         noted = False
         while True:
             # Again each time: a holder refused for its configuration removes an empty folder.
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.path.parent)
             try:
                 created = self._create(me)
             except FileNotFoundError:  # the folder went between the two lines: again
@@ -280,21 +154,40 @@ class LockFile:
             if (
                 not noted
                 and age > STOPPED_BEATS * self.heartbeat_s
-                and (holder is None or not _on_this_host(holder, me))
+                and (
+                    holder is None or not _on_this_host(holder, me) or liveness_here(holder) is None
+                )
             ):
                 # A holder on another node that died: say why this waits (up to the limit).
                 noted = True
                 note = waiting_note(self.path, holder, age, self.stale_s)
-                warnings.warn(note, StoreWarning, stacklevel=3)
+                warnings.warn(note, StoreWarning, stacklevel=4)
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
+    def _drop(self, me: Owner) -> None:
+        """Stop the heartbeat and remove the lock file if it names ``me`` (as the process ends:
+        nothing waits, nothing is warned)."""
+        self._stop.set()
+        if self._holder_token() == me.token:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
     def release(self) -> None:
         """Give the lock up; a lock another process took over meanwhile is left alone (warned)."""
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
-            self._beat = None
+        owner = self.owner
+        try:
+            self._stop.set()
+            if self._beat is not None:
+                self._beat.join()
+                self._beat = None
+            self._let_go()
+        finally:
+            if owner is not None:  # interrupted above (Ctrl-C): the file goes all the same
+                self._drop(owner)
+            forget(id(self))  # after the file went: a signal until then still removes it
+
+    def _let_go(self) -> None:
         owner, self.owner = self.owner, None
         if owner is None:
             return
@@ -306,7 +199,7 @@ class LockFile:
                 f"lock {self.path} was recovered by another process while this one "
                 f"({owner.describe()}) held it; it is left to that process",
                 StoreWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
 
     def __enter__(self) -> LockFile:
@@ -353,15 +246,23 @@ class LockFile:
         return True
 
     def _inspect(self) -> tuple[bool, Owner | None, float]:
-        """Whether the lock file exists, the holder it names and its heartbeat's age."""
+        """Whether the lock file exists, the holder it names and its heartbeat's age; raises
+        CorruptFileError for a lock name that is not a regular file (never read)."""
         try:
-            text = self.path.read_text()
-            mtime = os.stat(self.path).st_mtime
+            mtime = check_regular(self.path).st_mtime
         except FileNotFoundError:
             return False, None, 0.0
-        except (OSError, UnicodeDecodeError):
-            text, mtime = "", _mtime(self.path)
-        return True, Owner.parse(text), max(0.0, self._server_now() - mtime)
+        except CorruptFileError as err:
+            raise CorruptFileError(
+                self.path,
+                f"{err.reason}, not a lock file (prunebench makes regular files only): remove "
+                "it so that runs can take this lock",
+            ) from None
+        try:
+            owner = _read_owner(self.path)
+        except FileNotFoundError:
+            return False, None, 0.0
+        return True, owner, max(0.0, self._server_now() - mtime)
 
     def _server_now(self) -> float:
         """Now, by the clock of the filesystem that stamps the heartbeats (nodes' clocks drift)."""
@@ -377,8 +278,8 @@ class LockFile:
 
     def _holder_token(self) -> str | None:
         try:
-            owner = Owner.parse(self.path.read_text())
-        except (OSError, UnicodeDecodeError):
+            owner = _read_owner(self.path)
+        except (OSError, CorruptFileError):
             return None
         return owner.token if owner is not None else None
 
@@ -405,7 +306,7 @@ class LockFile:
             warnings.warn(
                 f"recovered the stale lock {self.path} of {who}: {reason}",
                 StoreWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -434,8 +335,26 @@ def _mtime(path: Path) -> float:
         return time.time()
 
 
+def _read_owner(path: Path) -> Owner | None:
+    """The owner the lock file ``path`` names; None when it names none (empty, partial, too
+    large, unreadable). Only a regular file is read (CorruptFileError otherwise, as for records:
+    a FIFO would block, a device never end); FileNotFoundError when there is none."""
+    check_regular(path)
+    try:
+        data = read_regular(path, MAX_LOCK_BYTES)
+    except (CorruptFileError, PermissionError):
+        return None  # too large, or swapped for something else since: names no owner
+    try:
+        return Owner.parse(data.decode())
+    except UnicodeDecodeError:
+        return None
+
+
 def _write_synced(path: Path, text: str) -> None:
-    with open(path, "w") as fh:
+    """Write ``text`` into the new file ``path`` (a unique name: never an existing file, which
+    might be a FIFO that would block) and flush it to disk."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(path, flags, FILE_MODE), "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -448,10 +367,28 @@ def lock_path(folder: Path, name: str) -> Path:
 
 def is_held(path: Path) -> bool:
     """Whether the lock file ``path`` is held now by an owner that has not abandoned it (what
-    taking it would find; nothing is changed)."""
+    taking it would find; nothing is changed). A lock name that is not a regular file counts as
+    held (nothing may act on what it guards), named in a warning."""
     lock = LockFile(path)
-    present, holder, age = lock._inspect()
+    try:
+        present, holder, age = lock._inspect()
+    except CorruptFileError as err:
+        warnings.warn(str(err), StoreWarning, stacklevel=2)
+        return True
     return present and stale_reason(holder, age, lock.stale_s) is None
+
+
+def live_holder(path: Path) -> Owner | None:
+    """The owner holding the lock file ``path`` now, if it has not abandoned it (else None, as
+    for a lock name that is not a lock file); nothing is changed."""
+    lock = LockFile(path)
+    try:
+        present, holder, age = lock._inspect()
+    except CorruptFileError:
+        return None
+    if present and holder is not None and stale_reason(holder, age, lock.stale_s) is None:
+        return holder
+    return None
 
 
 @contextlib.contextmanager

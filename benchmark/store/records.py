@@ -4,9 +4,11 @@ A store is shared and copied, so a ``<run id>.json`` may be anything: a FIFO or 
 device (reading would block or never end), a huge file, JSON that is not a record, a record
 copied under another run's name (it would count as a second seed of that run), or a record
 whose fields have types no command expects (``metrics = "oops"``, ``status = 5``, a ``top1``
-of ``NaN``). :func:`read_record` reads only regular files up to :data:`MAX_RECORD_BYTES` and
-raises :class:`CorruptRecord` naming the field and what it should be; the readers skip and name
-such a record (:class:`Skipped`), and the commands count what they skipped.
+of ``NaN``, a ``neg_ppl`` that is a string, a finished run without its task's headline metric:
+every task's metrics are declared in :mod:`benchmark.core.task_metrics`). :func:`read_record`
+reads only regular files up to :data:`MAX_RECORD_BYTES` and raises :class:`CorruptRecord`
+naming the field and what it should be; the readers skip and name such a record
+(:class:`Skipped`), and the commands count what they skipped.
 """
 
 from __future__ import annotations
@@ -20,19 +22,17 @@ from typing import Any
 
 from benchmark.core.errors import CorruptFileError, shorten
 from benchmark.core.files import read_regular
+from benchmark.core.task_metrics import ALL_METRICS, TASK_METRICS, infer_task
 from benchmark.store.errors import CorruptRecord
 
 # A record holds a config, metrics and a per-epoch history: ~100 kB for a 200-epoch run.
 MAX_RECORD_BYTES = 16 * 2**20
 STATUSES = ("finished", "failed")
-# Metrics that tables, exports, costs and ``free`` read as numbers (absent or null allowed).
+# The sections of evaluation metrics: each holds its task's metrics (TASK_METRICS).
+EVALUATED = ("val", "test")
+# Metrics that tables, exports, costs and ``free`` read as numbers (absent or null allowed), on
+# top of every task's evaluation metrics in each of EVALUATED.
 NUMERIC_METRICS = (
-    ("val", "top1"),
-    ("val", "top5"),
-    ("val", "loss"),
-    ("test", "top1"),
-    ("test", "top5"),
-    ("test", "loss"),
     ("sparsity",),
     ("speedup",),
     ("speedup_corrected",),
@@ -121,6 +121,28 @@ def check_record(record: Any, run_id: str | None = None) -> None:
         _want(metrics, (key,), dict, "an object", "metrics.")
     for path in NUMERIC_METRICS:
         _want(metrics, path, (int, float), "a number or null", "metrics.")
+    _check_task_metrics(record, metrics)
+
+
+def _check_task_metrics(record: dict[str, Any], metrics: dict[str, Any]) -> None:
+    """Every task's evaluation metrics are numbers or null; a finished record has its task's
+    headline metric in each evaluated section it has (a table would silently lose the run)."""
+    for section in EVALUATED:
+        for name in ALL_METRICS:
+            _want(metrics, (section, name), (int, float), "a number or null", "metrics.")
+    task = record.get("task")
+    if task is not None and task not in TASK_METRICS:
+        raise CorruptRecord(f"task = {_shown(task)}; allowed: {', '.join(TASK_METRICS)}")
+    if record.get("status") != "finished":
+        return
+    sections = {s: metrics[s] for s in EVALUATED if isinstance(metrics.get(s), dict)}
+    task = task or infer_task(sections)
+    headline = TASK_METRICS[task].headline
+    for section, values in sections.items():
+        if headline not in values:
+            raise CorruptRecord(
+                f"metrics.{section}.{headline} is missing: a finished {task} run has it"
+            )
 
 
 def _want(data: dict[str, Any], path: tuple[str, ...], kind: Any, what: str, at: str = "") -> None:

@@ -18,6 +18,7 @@ import torch
 
 from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError, DatasetError, check
+from benchmark.core.files import make_dirs
 from benchmark.data.presence import check_data_files
 from benchmark.models.pretrained import require_available
 from benchmark.training.passes import Parents
@@ -56,7 +57,7 @@ def check_store(cfg: RunConfig) -> None:
     """Refuse an ``output.dir`` this process cannot create or write."""
     root = Path(cfg.output.dir)
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_dirs(root)  # group-writable inside a group-writable folder
         with tempfile.TemporaryFile(dir=root):
             pass
     except OSError as err:

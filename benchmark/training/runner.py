@@ -19,8 +19,9 @@ import torch
 from benchmark.config.parse import config_to_dict
 from benchmark.config.run import RunConfig, run_identity
 from benchmark.core.errors import ConfigError
-from benchmark.core.files import CorruptFileError, load_checkpoint
+from benchmark.core.files import CorruptFileError, finite_json, load_checkpoint
 from benchmark.measure.run_latency import measure_after_training
+from benchmark.store.records import check_record
 from benchmark.store.results import (
     FAILED,
     FINISHED,
@@ -183,6 +184,7 @@ def _execute(
         raise RunLockedError(f"run {rid} is already running: {err}") from None
     try:
         if is_main():
+            store.check_lock("store")  # a FIFO there would stop the final write: say so now
             store.clean_run_files(rid)
         barrier()  # every rank sees the same store from here on
         return _execute_locked(cfg, store, force=force, require_resume=require_resume)
@@ -257,6 +259,7 @@ class Session:
             "parent_run_id": self.parent_id,
             "config": config_to_dict(cfg),
             "identity": run_identity(cfg),
+            "task": trainer.task.name,
             "metrics": metrics,
             "history": trainer.state.history,
             "resumed": self.resumed,
@@ -265,6 +268,8 @@ class Session:
             "started": self.started,
             "finished": time.time(),
         }
+        # The store's own reading of the record: what it would refuse is a bug here, not there.
+        check_record(finite_json(record), rid)
         if is_main():
             # The first finished result wins even where locks fail: a forced rerun replaces only
             # the result it started from; a result that comes second is archived with its weights.

@@ -1,4 +1,4 @@
-"""Every method key is documented, and ``prunebench methods NAME`` and the README show it."""
+"""Every method key is documented, and ``prunebench methods NAME`` and methods/README.md show it."""
 
 from __future__ import annotations
 
@@ -90,10 +90,12 @@ def test_meanings_from_docstrings_bases_and_metadata() -> None:
     assert undocumented(Child) == ["c"]
 
 
-def test_readme_method_table_is_generated_from_the_params() -> None:
-    table = markdown_table(BUILTIN)
-    assert table in (ROOT / "README.md").read_text(), (
-        "README's method table is stale: paste `prunebench methods --markdown` into it"
+def test_the_method_list_of_the_methods_page_is_generated_from_the_params() -> None:
+    listing = markdown_table(BUILTIN)
+    assert "`gsm`: global sparse momentum" in listing and '`schedule` ("ALLR")' in listing
+    assert max(len(line) for line in listing.splitlines()) <= 100
+    assert listing in (ROOT / "methods" / "README.md").read_text(), (
+        "the method list of methods/README.md is stale: paste `prunebench methods --markdown`"
     )
 
 

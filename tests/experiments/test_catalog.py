@@ -25,8 +25,10 @@ def test_every_paper_table_and_figure_id_is_in_the_catalog() -> None:
 
 
 def test_an_id_check_names_the_allowed_ids_and_the_reason_for_unreproducible_ones() -> None:
-    with pytest.raises(ConfigError, match="experiment id = 'nope'.*cifar10-envelope"):
+    with pytest.raises(ConfigError, match="experiment id = 'nope'.*prunebench list shows them"):
         check_id("nope")
+    with pytest.raises(ConfigError, match=r"did you mean cifar10-envelope\b"):
+        check_id("cifar10-envelop")
     with pytest.raises(ConfigError, match="not reproducible|reproducible id"):
         check_id("methods")
     figure = next(e for e in load().values() if e.figure and not e.table)

@@ -21,6 +21,7 @@ PAPER_COLUMNS = ("paper_mean", "paper_std", "diff")
 def table_paper_csv(cwd: Path, python_path: Path) -> subprocess.CompletedProcess[str]:
     """``table TABLE --scale smoke --paper --format csv`` in a fresh interpreter at ``cwd``."""
     # PYTHONPATH first: this interpreter may also have another checkout installed editable.
+    (cwd / "runs").mkdir(exist_ok=True)  # an empty store: every cell missing, the paper's shown
     env = env_with_path(python_path)
     command = [sys.executable, "-m", "benchmark.cli", "table", TABLE, "--scale", "smoke"]
     command += ["--paper", "--format", "csv", "--store", str(cwd / "runs")]
@@ -73,6 +74,7 @@ def test_paper_without_its_numbers_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(paper_numbers, "PAPER_DIR", tmp_path / "no-paper")
+    (tmp_path / "runs").mkdir()
     args = ["table", TABLE, "--store", str(tmp_path / "runs"), "--scale", "smoke", "--paper"]
     assert main(args) == 1
     captured = capsys.readouterr()

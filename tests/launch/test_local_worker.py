@@ -78,3 +78,91 @@ def test_stopping_a_local_worker_stops_its_task_and_the_next_submit_says_so(
         if task and _running(task):
             os.kill(task, signal.SIGKILL)  # the orphan of a worker that did not stop it
         thread.join(60)
+
+
+# A stand-in for submitit's controller (the pid `submit` prints) that starts a task and waits;
+# started as a script's background job would start it: SIGINT ignored, inherited by the task.
+CONTROLLER = """
+import os, subprocess, sys, time
+task = subprocess.Popen([sys.executable, "-c", sys.argv[1]], env={
+    **os.environ, "SUBMITIT_EXECUTOR": "local", "SUBMITIT_LOCAL_JOB_ID": str(os.getpid())})
+print(task.pid, flush=True)
+time.sleep(120)
+"""
+TASK = """
+import sys, time
+from benchmark.launch.local_worker import follow_local_worker, watch_parent
+{setup}
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _orphan_test(setup: str) -> None:
+    """Start a controller and its task (which runs ``setup``), kill -9 the controller and
+    check that the task ends within seconds."""
+    import signal as sig
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    controller = subprocess.Popen(
+        [sys.executable, "-c", CONTROLLER, TASK.format(setup=setup)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        preexec_fn=lambda: sig.signal(sig.SIGINT, sig.SIG_IGN),  # a script's background job
+    )
+    assert controller.stdout is not None
+    task = int(controller.stdout.readline())
+    try:
+        assert controller.stdout.readline().strip() == "ready"  # the task's, on the same pipe
+        assert _running(task)
+        controller.kill()
+        controller.wait()
+        _wait("the task to end with its worker", lambda: not _running(task), timeout_s=10)
+    finally:
+        if _running(task):
+            os.kill(task, signal.SIGKILL)
+
+
+def test_a_task_ends_when_its_worker_is_killed_although_the_shell_ignored_sigint() -> None:
+    _orphan_test("follow_local_worker()")
+
+
+def test_a_task_whose_parent_death_signal_never_comes_sees_its_parent_gone() -> None:
+    import_only = "import os, signal; signal.signal(signal.SIGTERM, signal.default_int_handler)"
+    _orphan_test(f"{import_only}; watch_parent(os.getppid(), 0.1)")
+
+
+def test_a_task_that_outlived_its_worker_is_named_with_its_pid(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from benchmark.launch.local_worker import outlived_note, outliving_tasks
+    from benchmark.store.results import Store
+
+    holder = (
+        "import sys, time; from benchmark.store.results import Store\n"
+        "with Store(sys.argv[1]).lock('run-x'):\n    print('held', flush=True); time.sleep(60)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    store = Store(tmp_path / "s")
+    found = {}
+    for argv in (["submitit.core._submit"], []):  # a submitit task, then another job
+        proc = subprocess.Popen(
+            [sys.executable, "-c", holder, str(store.root), *argv],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=root,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+            found[bool(argv)] = outliving_tasks(store, ["x", "y"])
+        finally:
+            proc.kill()
+            proc.wait()
+    assert list(found[True]) == ["x"] and found[False] == {}
+    note = outlived_note(found[True])
+    pid = found[True]["x"].pid
+    assert f"run x is still trained by pid {pid}" in note and f"kill {pid}" in note

@@ -8,8 +8,10 @@ import os
 import pwd
 import shutil
 import stat
+import sys
 import tempfile
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,38 +73,52 @@ def test_files_and_folders_follow_the_umask(
 
 
 def read_as_another_user(root: Path) -> tuple[int, int]:
-    """As user ``nobody`` (a forked child that drops root): how many records of ``root`` it
-    reads, and how many files it cannot open. Skips where the test cannot change user."""
+    """As user ``nobody``: how many records of ``root`` it reads, and how many files it cannot
+    open. Skips where the test cannot change user."""
+    files = [p for p in root.rglob("*") if p.is_file()]
+
+    def read() -> int:
+        denied = 0
+        for path in files:
+            try:
+                path.read_bytes()
+            except PermissionError:
+                denied += 1
+        print(len(Store(root).records()), denied, file=sys.stderr)
+        return 0
+
+    code, said = as_nobody(read)
+    assert code == 0, said
+    records, denied = said.split()
+    return int(records), int(denied)
+
+
+def as_nobody(work: Callable[[], int]) -> tuple[int, str]:
+    """``work()`` in a forked child that is user nobody (in group nogroup only): its result
+    and what it wrote to stderr. Skips where the test cannot change user."""
     if os.geteuid() != 0:
-        pytest.skip("reading as another user needs root, to switch to user nobody")
+        pytest.skip("acting as another user needs root, to switch to user nobody")
     try:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
-        pytest.skip("this machine has no user nobody to read the store as")
-    files = [p for p in root.rglob("*") if p.is_file()]
+        pytest.skip("this machine has no user nobody")
     reader, writer = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: drop root, read, report through the pipe, exit at once
-        code = 1
+    if pid == 0:  # the child: drop root, work, exit at once with its result
+        code = 99
+        sys.stderr = os.fdopen(writer, "w", buffering=1)  # pytest's capture is not fd 2
         try:
             os.setgroups([])
             os.setgid(nobody.pw_gid)
             os.setuid(nobody.pw_uid)
-            denied = 0
-            for path in files:
-                try:
-                    path.read_bytes()
-                except PermissionError:
-                    denied += 1
-            records = len(Store(root).records())
-            os.write(writer, f"{records} {denied}".encode())
-            code = 0
+            code = work()
+        except BaseException:  # noqa: BLE001 (said on stderr, for the test's message)
+            traceback.print_exc()
         finally:
+            sys.stderr.flush()
             os._exit(code)
     os.close(writer)
     with os.fdopen(reader) as fh:
         said = fh.read()
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, said
-    records, denied = said.split()
-    return int(records), int(denied)
+    return os.waitstatus_to_exitcode(status), said

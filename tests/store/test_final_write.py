@@ -147,19 +147,19 @@ def test_a_signal_during_the_renames_lands_after_the_result_is_complete(
 ) -> None:
     """Ctrl-C, or submitit's requeue signal (its handler exits through SystemExit), arriving
     while the result takes its place: the write completes first, then the signal acts."""
-    import benchmark.store.results as results_module
+    from benchmark.store.names import SecondName
 
     sent = {"sigint": signal.SIGINT, "requeue": signal.SIGUSR2}[how]
-    real = results_module.link_over
+    real = SecondName.move_to
 
-    def signalled(*args: Any) -> None:
+    def signalled(*args: Any) -> bool:
         signal.raise_signal(sent)
-        real(*args)
+        return real(*args)
 
     def requeue(signum: int, frame: Any) -> None:
         raise SystemExit(-1)  # as submitit's checkpoint_and_try_requeue does
 
-    monkeypatch.setattr(results_module, "link_over", signalled)
+    monkeypatch.setattr(SecondName, "move_to", signalled)
     before = signal.signal(signal.SIGUSR2, requeue)
     store = Store(tmp_path)
     try:

@@ -28,7 +28,7 @@ def default_layout(device_type: str, model: nn.Module | None = None) -> str:
     """The layout an array uses unless told: "loop" on the CPU, where one conv layer's forward
     and backward measured fastest as K separate convolutions; elsewhere "grouped" for the
     models it knows (ResNet-56 on an H200: twice vmap's images/s in bf16 at K = 16 and 32;
-    README, Runs of a grid as one array model), else "vmap"."""
+    the rates table of benchmark/bench/README.md), else "vmap"."""
     if device_type == "cpu":
         return "loop"
     if model is not None and not grouped_unsupported(model):

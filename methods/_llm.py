@@ -21,6 +21,7 @@ was trained here (a pretrained model's training length is unknown, so ALLR-d1 al
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ import torch
 from torch import nn
 
 from benchmark.core.errors import ConfigError, check
+from benchmark.pruning.owl import OWL_LAMBDA, OWL_M
+from methods._llm_memory import LMMemory, estimate_offload, grad_checkpointing, lm_memory
 from methods._lora import ADAPTERS, merge, wrap
 from methods.base import Method, MethodInfo, dense_parent
 
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 PATTERNS: dict[str, tuple[int, int] | None] = {"unstructured": None, "2:4": (2, 4), "4:8": (4, 8)}
 RETRAIN = ("none", "full", "perp")
 RETRAIN_SCHEDULES = ("linear", "allr")
+ALLOCATIONS = ("uniform", "owl")
 WARMUP_FRACTION = 0.1
 # Calibration windows per forward pass (results agree to float noise for any value).
 CALIBRATION_CHUNK = 8
@@ -62,6 +66,11 @@ class OneShotParams:
         retrain_schedule: linear (10% warm-up, then linear decay) or allr (ALLR's rule)
         parent_epochs: epochs of a dense parent trained here first (0: model.pretrained or
             the random initialisation is pruned)
+        allocation: how the goal sparsity is split over the decoder layers: uniform (every
+            layer at the goal) or owl (OWL's outlier-weighed sparsities,
+            :mod:`benchmark.pruning.owl`; unstructured only)
+        owl_m: OWL's outlier threshold M (a score above M times its layer's mean; OWL: 5)
+        owl_lambda: OWL's largest deviation of a layer's sparsity from the goal (OWL: 0.08)
     """
 
     pattern: str = "unstructured"
@@ -73,6 +82,9 @@ class OneShotParams:
     retrain_lr: float = 5e-4
     retrain_schedule: str = "linear"
     parent_epochs: int = 0
+    allocation: str = "uniform"
+    owl_m: float = OWL_M
+    owl_lambda: float = OWL_LAMBDA
 
 
 def oneshot_info(summary: str) -> MethodInfo:
@@ -120,6 +132,14 @@ def validate_oneshot(cfg: RunConfig) -> None:
     check(p.retrain_lr > 0, "method.retrain_lr", p.retrain_lr, "a number > 0")
     check(p.parent_epochs >= 0, "method.parent_epochs", p.parent_epochs, "an integer >= 0")
     check(0 <= m.sparsity < 1, "method.sparsity", m.sparsity, "a number in [0, 1)")
+    check(
+        cfg.model.dtype != "float16" or p.retrain == "none",
+        "model.dtype",
+        cfg.model.dtype,
+        "'bfloat16' or 'float32' with method.retrain = "
+        f"{p.retrain!r} (float16 training needs loss scaling, which retraining does not do)",
+    )
+    validate_allocation(cfg)
     nm = nm_of(p.pattern)
     if nm is None:
         return
@@ -141,6 +161,32 @@ def validate_oneshot(cfg: RunConfig) -> None:
         )
 
 
+def validate_allocation(cfg: RunConfig) -> None:
+    """Check ``method.allocation`` and OWL's M and lambda (set only with OWL, so that a value
+    that changes nothing never splits a run id)."""
+    p, s = cfg.method.params, cfg.method.sparsity
+    check(p.allocation in ALLOCATIONS, "method.allocation", p.allocation, one_of(ALLOCATIONS))
+    if p.allocation != "owl":
+        for key, default in (("owl_m", OWL_M), ("owl_lambda", OWL_LAMBDA)):
+            value = getattr(p, key)
+            check(value == default, f"method.{key}", value, "unset with allocation = 'uniform'")
+        return
+    check(
+        p.pattern == "unstructured",
+        "method.allocation",
+        p.allocation,
+        "'uniform' with an N:M pattern (OWL splits an unstructured goal over the layers)",
+    )
+    check(p.owl_m > 0, "method.owl_m", p.owl_m, "a number > 0")
+    check(
+        0 <= p.owl_lambda <= min(s, 1 - s) or s == 0,
+        "method.owl_lambda",
+        p.owl_lambda,
+        f"a number in [0, {min(s, 1 - s):g}] (every layer's sparsity, within lambda of "
+        f"method.sparsity = {s:g}, in [0, 1])",
+    )
+
+
 def perp_trainable(model: nn.Module) -> list[nn.Parameter]:
     """PERP's parameter-efficient set: biases, norm layers' parameters and the output head."""
     chosen: dict[int, nn.Parameter] = {}
@@ -153,6 +199,11 @@ def perp_trainable(model: nn.Module) -> list[nn.Parameter]:
     if head is not None:
         chosen[id(head.weight)] = head.weight
     return list(chosen.values())
+
+
+def _distance(before: torch.Tensor, after: torch.Tensor) -> tuple[float, float]:
+    """``(||before - after||^2, ||before||^2)`` of one weight, as Python floats."""
+    return float((before - after).pow(2).sum()), float(before.pow(2).sum())
 
 
 def linear_lrs(peak: float, n: int, warmup: int) -> np.ndarray:
@@ -187,6 +238,13 @@ class OneShotLM(Method):
     )
     # Whether the criterion reads calibration inputs, and their Hessian (SparseGPT) too.
     calibrates: ClassVar[bool] = True
+    # Keep masks as bool (a byte per weight; read by the trainer, default: the weight's dtype),
+    # and a model.dtype of bfloat16/float16 allowed (read by validation).
+    mask_dtype: ClassVar[torch.dtype | None] = torch.bool
+    half_precision: ClassVar[bool] = True
+    # The prune (loading, calibration, evaluation) is a phase of its own before any training,
+    # priced by cost estimates from finished runs' measured seconds.
+    setup_phase: ClassVar[bool] = True
     hessian: ClassVar[bool] = False
     info: ClassVar[MethodInfo]
 
@@ -196,37 +254,48 @@ class OneShotLM(Method):
         self.adapters = nn.ModuleDict()
         # Each prunable weight's sparsity (by id): round(s N) over P split exactly over layers.
         self.layer_sparsity: dict[int, float] = {}
+        # Each prunable weight's (||W - W_p||^2, ||W||^2) by id, for ALLR's d1.
+        self.distances: dict[int, tuple[float, float]] = {}
 
     @classmethod
     def validate(cls, cfg: RunConfig) -> None:
         validate_oneshot(cfg)
 
     @classmethod
-    def memory_estimate(cls, cfg: RunConfig) -> int | None:
-        """fp32 bytes: the weights, plus the larger of the one-shot pass (two copies of the
-        calibration hidden states and one layer's Hessians in float64) and retraining (full:
-        gradients and AdamW's two moments of every weight; PERP: the weights only). Training
-        activations are not counted."""
+    def memory(cls, cfg: RunConfig) -> LMMemory | None:
+        """The terms of the run's device memory (:mod:`methods._llm_memory`); None when the
+        model's sizes are unknown without its files."""
         from benchmark.models.causal_lm import lm_shape
 
         shape = lm_shape(cfg.model.name, cfg.model.pretrained)
-        if shape is None:
+        return None if shape is None else lm_memory(cfg, shape, cls.calibrates, cls.hessian)
+
+    @classmethod
+    def memory_estimate(cls, cfg: RunConfig) -> int | None:
+        """The run's peak device memory in bytes, estimated (:mod:`methods._llm_memory`):
+        offloaded where ``runtime.offload`` would offload it on an 80 GB GPU."""
+        memory = cls.memory(cfg)
+        if memory is None:
             return None
-        params, h, ffn, _ = shape
-        weights = 4 * params
-        hidden = 2 * cfg.method.params.calibration_samples * cfg.data.max_length * h * 4
-        hessians = 8 * (6 * h * h + ffn * ffn) if cls.hessian else 8 * (6 * h + ffn)
-        one_shot = hidden + hessians if cfg.method.sparsity > 0 and cls.calibrates else 0
-        retrain = 3 * weights if cfg.method.params.retrain == "full" else 0
-        return int(weights + max(one_shot, retrain))
+        return memory.peak(estimate_offload(cfg, memory))
 
     def total_epochs(self) -> int:
         return 0 if self.params.retrain == "none" else self.cfg.budget.epochs
 
     def parent_config(self) -> RunConfig | None:
+        """The dense parent trained here first: in float32 whatever this run's ``model.dtype``
+        (a half-precision run prunes the same parent as a float32 one)."""
         if self.params.parent_epochs == 0:
             return None
-        return dense_parent(self.cfg, self.params.parent_epochs)
+        from benchmark.config.parse import replace_section
+
+        parent = dense_parent(self.cfg, self.params.parent_epochs)
+        # The zero-shot tasks score this run, not the dense parent it starts from.
+        return replace_section(
+            parent,
+            model=dataclasses.replace(parent.model, dtype="float32"),
+            eval=dataclasses.replace(parent.eval, zero_shot=[]),
+        )
 
     def schedule_lrs(self, iters_per_epoch: int) -> np.ndarray:
         n = self.total_epochs() * iters_per_epoch
@@ -250,10 +319,33 @@ class OneShotLM(Method):
 
         sizes = [w.numel() for w in ctx.masks.params]
         s = self.cfg.method.sparsity
+        if self.params.allocation == "owl":
+            return self.owl_sparsity(ctx)
         counts = largest_remainder([s * n for n in sizes], round(s * sum(sizes)))
         out = [c / n for c, n in zip(counts, sizes, strict=True)]
         self.layer_sparsity = {id(w): x for w, x in zip(ctx.masks.params, out, strict=True)}
         return out
+
+    def owl_sparsity(self, ctx: TrainContext) -> list[float]:
+        """:meth:`split_sparsity` by OWL: a pass of the calibration windows through the dense
+        model measures every decoder layer's outlier ratio (recorded as ``owl``)."""
+        from benchmark.pruning.owl import decoder_outlier_ratios, owl_split
+
+        p, params = self.params, ctx.masks.params
+        ids = ctx.data.calibration(p.calibration_samples, self.cfg.seed)  # type: ignore[attr-defined]
+        layers = decoder_outlier_ratios(
+            ctx.model, ids, {id(w) for w in params}, p.owl_m, CALIBRATION_CHUNK
+        )
+        sizes = {id(w): w.numel() for w in params}
+        self.layer_sparsity = owl_split(layers, sizes, self.cfg.method.sparsity, p.owl_lambda)
+        ctx.record["owl"] = {
+            "outlier_ratios": [r for r, _ in layers],
+            "layer_sparsity": [
+                sum(self.layer_sparsity[w] * sizes[w] for w in ws) / sum(sizes[w] for w in ws)
+                for _, ws in layers
+            ],
+        }
+        return [self.layer_sparsity[id(w)] for w in params]
 
     def sparsity_of(self, weight: torch.Tensor) -> float:
         """The sparsity this layer is pruned to (see :meth:`split_sparsity`)."""
@@ -270,40 +362,72 @@ class OneShotLM(Method):
             ctx.model,
             ids,
             {id(w) for w in ctx.masks.params},
-            self.prune_linear,
+            self.measured_prune,
             hessian=self.hessian,
             chunk=CALIBRATION_CHUNK,
         )
         return [by_id.get(id(w), torch.ones_like(w, dtype=torch.bool)) for w in ctx.masks.params]
 
+    def measured_prune(
+        self, name: str, linear: nn.Linear, stats: InputStats | None
+    ) -> torch.Tensor:
+        """:meth:`prune_linear`, keeping ``||W - W_p||^2`` and ``||W||^2`` of the layer for
+        ALLR's d1 (one layer's copy at a time, never the whole model's)."""
+        before = linear.weight.detach().clone()
+        keep = self.prune_linear(name, linear, stats)
+        self.distances[id(linear.weight)] = _distance(before, linear.weight.detach() * keep)
+        return keep
+
     def setup(self, ctx: TrainContext, parent_state: dict[str, torch.Tensor] | None) -> None:
         super().setup(ctx, parent_state)
-        before = [w.detach().clone() for w in ctx.masks.params]
+        self.distances = {}
         if self.cfg.method.sparsity == 0:  # the dense reference: nothing to calibrate or prune
-            masks = [torch.ones_like(w, dtype=torch.bool) for w in before]
+            masks = [torch.ones_like(w, dtype=torch.bool) for w in ctx.masks.params]
         else:
             masks = self.one_shot_masks(ctx)
+        for w, m in zip(ctx.masks.params, masks, strict=True):
+            if id(w) not in self.distances:  # no weight update: the pruned entries alone
+                self.distances[id(w)] = _distance(w.detach(), w.detach() * m.to(w.device))
         self.hard_prune(masks)
-        self.record_prune(ctx, before)
-        p = self.params
-        if p.retrain == "perp":
-            for param in ctx.model.parameters():
-                param.requires_grad_(False)
-            for param in perp_trainable(ctx.model):
-                param.requires_grad_(True)
-            if p.adapter != "none":
-                named = {n.removesuffix(".weight"): m for n, m in ctx.masks.named_masks().items()}
-                self.adapters = wrap(ctx.model, named, p.adapter, p.rank, p.alpha)
+        self.record_prune(ctx)
+        if self.params.retrain != "none":
+            self.prepare_retraining(ctx)
 
-    def record_prune(self, ctx: TrainContext, before: list[torch.Tensor]) -> None:
+    def prepare_retraining(self, ctx: TrainContext) -> None:
+        """The whole model on the device, the trained parameters (in float32 under a half
+        ``model.dtype``: mixed precision), gradient checkpointing and PERP's adapters."""
+        from benchmark.pruning.offload import placement_of
+
+        model, p = ctx.model, self.params
+        placement = placement_of(model)
+        if placement is not None and placement.offload:
+            placement.end_offload(model)
+            ctx.masks.sync()  # the masks waited in host memory with the layers
+        half = self.cfg.model.dtype != "float32"
+        if p.retrain == "full" and half:
+            model.float()
+        if p.retrain == "perp":
+            for param in model.parameters():
+                param.requires_grad_(False)
+            for param in perp_trainable(model):
+                param.requires_grad_(True)
+                if half:
+                    param.data = param.data.float()
+        if grad_checkpointing(self.cfg, cuda=ctx.device.type == "cuda"):
+            model.gradient_checkpointing_enable(  # type: ignore[operator]
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+        if p.retrain == "perp" and p.adapter != "none":
+            named = {n.removesuffix(".weight"): m for n, m in ctx.masks.named_masks().items()}
+            self.adapters = wrap(model, named, p.adapter, p.rank, p.alpha, torch.float32)
+
+    def record_prune(self, ctx: TrainContext) -> None:
         """Record the test metrics right after pruning and ALLR's d1 (and its lr scale)."""
         from benchmark.schedules.retraining import allr_d1, allr_scale
 
-        after = ctx.masks.params
-        distance = math.sqrt(
-            sum(float((b - a.detach()).pow(2).sum()) for b, a in zip(before, after, strict=True))
-        )
-        norm = math.sqrt(sum(float(b.pow(2).sum()) for b in before))
+        pairs = [self.distances[id(w)] for w in ctx.masks.params]
+        distance = math.sqrt(sum(d for d, _ in pairs))
+        norm = math.sqrt(sum(n for _, n in pairs))
         d1 = allr_d1(distance, norm, ctx.masks.sparsity())
         p = self.params
         d2 = None
@@ -323,10 +447,13 @@ class OneShotLM(Method):
         return [{"params": [*trainable, *self.adapters.parameters()]}]
 
     def finalize(self) -> None:
-        """Merge the adapters back (exactly the pruned mask) and re-apply the masks."""
+        """Merge the adapters back (exactly the pruned mask), return a mixed-precision model to
+        ``model.dtype`` (the result is a model in that precision) and re-apply the masks."""
         assert self.ctx is not None
         merged = merge(self.adapters)
         self.adapters = nn.ModuleDict()
+        if self.cfg.model.dtype != "float32":
+            self.ctx.model.to(getattr(torch, self.cfg.model.dtype))
         self.ctx.masks.apply()
         for param in self.ctx.model.parameters():
             param.requires_grad_(True)

@@ -32,8 +32,16 @@ class SparseAdapter(nn.Module):
     """
 
     def __init__(
-        self, base: nn.Linear, mask: Tensor, variant: str, rank: int, alpha: float
+        self,
+        base: nn.Linear,
+        mask: Tensor,
+        variant: str,
+        rank: int,
+        alpha: float,
+        dtype: torch.dtype | None = None,
     ) -> None:
+        """``dtype``: of the adapter's parameters (None: the base weight's; float32 keeps a
+        half-precision model's adapters in full precision)."""
         super().__init__()
         if variant not in ADAPTERS:
             raise ValueError(f"adapter must be one of {ADAPTERS}, got {variant!r}")
@@ -42,10 +50,12 @@ class SparseAdapter(nn.Module):
         self.scaling = alpha / rank
         base.weight.requires_grad_(False)
         w = base.weight
-        self.register_buffer("mask", mask.to(dtype=w.dtype, device=w.device), persistent=False)
+        dtype = dtype or w.dtype
+        # The keep mask as bool (a byte per weight, not a second copy of the weights).
+        self.register_buffer("mask", mask.to(dtype=torch.bool, device=w.device), persistent=False)
         shape_a, shape_b = (rank, base.in_features), (base.out_features, rank)
-        self.lora_A = nn.Parameter(torch.empty(shape_a, device=w.device, dtype=w.dtype))
-        self.lora_B = nn.Parameter(torch.empty(shape_b, device=w.device, dtype=w.dtype))
+        self.lora_A = nn.Parameter(torch.empty(shape_a, device=w.device, dtype=dtype))
+        self.lora_B = nn.Parameter(torch.empty(shape_b, device=w.device, dtype=dtype))
         if variant == "scalelora":
             nn.init.constant_(self.lora_A, 1 / math.sqrt(rank))
             nn.init.constant_(self.lora_B, 1 / math.sqrt(rank))
@@ -76,22 +86,28 @@ class SparseAdapter(nn.Module):
     def merge(self) -> None:
         """Write the adapted weight, masked by the pruned mask, into the linear map and detach
         the adapter from it."""
-        self.base.weight.copy_(self.effective_weight() * self.mask)
+        self.base.weight.copy_((self.effective_weight() * self.mask).to(self.base.weight.dtype))
         self.base.weight.requires_grad_(True)
         del self.base.forward  # back to nn.Linear.forward
 
 
 def wrap(
-    model: nn.Module, masks: dict[str, Tensor], variant: str, rank: int, alpha: float
+    model: nn.Module,
+    masks: dict[str, Tensor],
+    variant: str,
+    rank: int,
+    alpha: float,
+    dtype: torch.dtype | None = None,
 ) -> nn.ModuleDict:
     """An adapter on each linear map named in ``masks`` (module name -> keep mask), which now
-    computes through it; keyed by the module name with "/" for "."."""
+    computes through it; keyed by the module name with "/" for "." (``dtype``: of the adapters'
+    parameters, see :class:`SparseAdapter`)."""
     adapters = nn.ModuleDict()
     for name, mask in masks.items():
         base = model.get_submodule(name)
         if not isinstance(base, nn.Linear):
             raise TypeError(f"{name} is a {type(base).__name__}, not an nn.Linear")
-        adapter = SparseAdapter(base, mask, variant, rank, alpha)
+        adapter = SparseAdapter(base, mask, variant, rank, alpha, dtype)
         base.forward = adapter.forward  # an instance attribute: the state dict is unchanged
         adapters[name.replace(".", "/")] = adapter
     return adapters

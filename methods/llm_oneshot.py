@@ -65,6 +65,12 @@ class OneShotMagnitude(OneShotLM):
             p.scope,
             "'layer' or 'row' with an N:M pattern (N:M is per group of inputs)",
         )
+        check(
+            p.scope != "global" or p.allocation == "uniform",
+            "method.scope",
+            p.scope,
+            "'layer' or 'row' with method.allocation = 'owl' (OWL splits the goal over layers)",
+        )
 
     def one_shot_masks(self, ctx: TrainContext) -> list[torch.Tensor]:
         weights = [w.detach().abs() for w in ctx.masks.params]

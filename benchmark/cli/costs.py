@@ -176,6 +176,8 @@ def _bytes(n: int | None) -> str:
 # Marks a lower bound in the cost table: hours priced at the dense rate, the largest peak
 # memory measured while some workloads have none.
 AT_LEAST = "≥ "
+# Marks hours priced partly at another method's measured one-shot seconds.
+ABOUT = "~ "
 
 
 def _peak(line: Any) -> str:
@@ -213,19 +215,27 @@ def cost_text(
     """
     from benchmark.core.textwidth import fit_table, width_of
     from benchmark.launch.estimate import Throughputs, estimate, workload
+    from benchmark.training.passes import Parents, has_setup_phase
 
     throughputs = Throughputs.of_store(store, records)
     workloads = {workload(c) for pairs in groups.values() for _, c in pairs}
     chosen = throughputs.choose_device(workloads, device)
+    parents = Parents() if parents is None else parents
+    finished = finished | stored_parents(groups, parents, store)
     est = estimate(groups, finished, throughputs, chosen, array, parents, layout)
     where = chosen or (f"{device} (not measured)" if device else "no measured device")
-    lines = [f"cost{heading}, device-hours on {where} (training steps at measured images/s):"]
+    what = "training steps at measured images/s"
+    if any(has_setup_phase(c) for pairs in groups.values() for _, c in pairs):
+        what += ", one-shot prunes at the measured seconds of finished ones"
+    lines = [f"cost{heading}, device-hours on {where} ({what}):"]
     header = ("", "runs", "missing", "passes", "passes to run", "device-hours to run", "peak mem")
     rows = [header]
     for line in [*est.lines, est.total]:
         hours = _hours(line.hours) if line.known else "unknown"
         if line.known and line.at_dense_rate:
             hours = AT_LEAST + hours
+        elif line.known and line.setup_from_other:
+            hours = ABOUT + hours
         rows.append(
             (
                 line.label,
@@ -293,9 +303,25 @@ def _calibrate_commands(workloads: Any, store: str, device: str, flags: str = ""
     return commands
 
 
+def stored_parents(groups: Mapping[str, Sequence[Any]], parents: Any, store: str) -> set[str]:
+    """The dense parents of ``groups``' runs that the store holds finished (a plan lists its
+    own runs only: its parents count as stored, not missing, once they are)."""
+    from benchmark.store.results import Store
+
+    found = {p[0] for pairs in groups.values() for rid, c in pairs if (p := parents.of(rid, c))}
+    held = Store(store)
+    return {pid for pid in found if held.is_finished(pid)}
+
+
 def _bound_lines(total: Any, chosen: str | None, suggest: str) -> list[str]:
     """What the figures are not: a CPU price of a GPU plan, lower bounds, unmeasured memory."""
     out = []
+    if total.known and total.setup_from_other:
+        names = ", ".join(sorted(total.setup_from_other))
+        out.append(
+            f"  {ABOUT.strip()} = about: the one-shot prunes of {names} priced at another "
+            "method's measured seconds on the same model (none of theirs has finished here)"
+        )
     if chosen is not None and not chosen.startswith("cuda") and suggest == "cuda":
         out.append(
             f"  priced on {chosen}, the only device measured, although this plan runs on GPUs "
@@ -329,6 +355,15 @@ def _bound_lines(total: Any, chosen: str | None, suggest: str) -> list[str]:
 def _unknown_lines(est: Any, store: str, device: str | None, suggest: str) -> list[str]:
     """Why hours are unknown, and the commands that measure what is missing."""
     out = []
+    if est.total.no_setup:
+        names = ", ".join(sorted(w.text() for w in est.total.no_setup))
+        out.append(
+            f"  device-hours unknown: no finished one-shot run of {names} on "
+            f"{device or 'any device'} measured its loading, prune and evaluation; any run of "
+            "the plan measures them (a slice: reproduce with --section of the model, --methods "
+            "of one row and --seeds 0), and the other methods are priced at it (~) until runs "
+            "of theirs have finished"
+        )
     if est.total.no_size:
         names = ", ".join(sorted(est.total.no_size))
         out.append(

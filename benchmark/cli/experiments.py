@@ -12,7 +12,14 @@ from benchmark.cli.launch import add_runs_per_gpu
 from benchmark.cli.output import emit as _emit
 from benchmark.cli.output import render_table as _render
 from benchmark.cli.output import table_width, warn_smoke_vs_paper
-from benchmark.cli.plan_flags import add_slice_args, choose, print_dry_run, slice_of
+from benchmark.cli.plan_flags import (
+    add_model_arg,
+    add_slice_args,
+    choose,
+    experiment_of,
+    print_dry_run,
+    slice_of,
+)
 from benchmark.cli.stores import require_store
 from benchmark.cli.submission import check_array_flags, run_missing, submit_missing
 from benchmark.config.run import DEFAULT_STORE
@@ -44,6 +51,7 @@ def add_parsers(sub: Any) -> None:
     table.add_argument("--level", type=float, default=0.95, help="confidence level (--stats)")
     _common(table, out_help="write the table to this file instead of stdout", store=None)
     add_slice_args(table)
+    add_model_arg(table)
     table.add_argument(
         "--by",
         default=None,
@@ -106,6 +114,7 @@ def add_parsers(sub: Any) -> None:
     _common(rep, default_scale="smoke", out_help="folder for the table and figures")
     add_slice_args(rep)
     add_estimate_arg(rep)
+    add_model_arg(rep)
     rep.add_argument(
         "--retry-failed",
         action="store_true",
@@ -205,10 +214,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     rules = _table_rules(args)
     within = slice_of(args)
     scale = _scale(args.id, args.scale, args.store)
-    from benchmark.experiments import get_experiment
     from benchmark.reporting.tables import rebuild
 
-    experiment = get_experiment(args.id)
+    experiment = experiment_of(args, scale)
     if args.stats:
         from benchmark.reporting.seedstats import check_level, check_method
 
@@ -229,7 +237,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         plan=chosen.table_plan(),
     )
     _label_staged(table, chosen, experiment.layout(scale), args.store, rules, "table")
-    warn_smoke_vs_paper(table, scale, args.paper)
+    warn_smoke_vs_paper(table, scale, args.paper, experiment)
     if args.stats:
         from benchmark.reporting.table_stats import annotate
         from benchmark.store.frame import load_store
@@ -348,10 +356,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.data_root is not None and args.scale != "paper":
         # Smoke runs read the stand-in files reproduce writes where their problems say.
         raise ConfigError("--data-root", args.data_root, "a folder, with --scale paper only")
-    from benchmark.experiments import get_experiment
     from benchmark.store.results import Store
 
-    experiment = get_experiment(args.id)
+    experiment = experiment_of(args, args.scale)
     # Absolute output dirs: launcher workers may run from another directory.
     root = Path(args.store).resolve()
     chosen = choose(experiment, args.scale, root, within, staged=args.staged, rules=rules)
@@ -442,7 +449,7 @@ def _build_outputs(
         table = rebuild(experiment, args.scale, args.store, paper=args.paper, rules=rules,
                         within=within, plan=plan)  # fmt: skip
         _label_staged(table, chosen, experiment.layout(args.scale), args.store, rules)
-        warn_smoke_vs_paper(table, args.scale, args.paper)
+        warn_smoke_vs_paper(table, args.scale, args.paper, experiment)
         out = (
             None
             if args.out is None

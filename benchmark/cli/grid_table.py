@@ -56,7 +56,10 @@ def cmd_grid_table(args: argparse.Namespace) -> int:
     unknown = [k for k in by if k not in swept]
     if unknown:
         raise ConfigError("--by", unknown[0], "keys the grid sweeps: " + ", ".join(sorted(swept)))
-    plan, layout = grid_plan(((r.cfg, r.values) for r in expansion.runs), by)
+    from benchmark.models.causal_lm import LM_MODELS
+
+    lm = bool(expansion.runs) and all(r.cfg.model.name in LM_MODELS for r in expansion.runs)
+    plan, layout = grid_plan(((r.cfg, r.values) for r in expansion.runs), by, lm)
     within.check(plan, f"grid {grid.name}")
     store = load_store(store_dir)
     table_plan, labels, staged = plan, [], None
@@ -73,6 +76,11 @@ def cmd_grid_table(args: argparse.Namespace) -> int:
         grid.name, f"grid {args.id}", layout, table_plan, store, rules=rules, within=within
     )
     table.labels += labels
+    if lm:
+        table.notes.append(
+            "tokens/s: training tokens per second of a row's retraining runs (--- where its "
+            "runs only prune once and train nothing); PPL: lower is better"
+        )
     if staged is not None:
         note = closing_note(staged, store, layout, rules)
         table.notes.append(note)

@@ -111,8 +111,15 @@ SMOKE_VS_PAPER = (
 )
 
 
-def warn_smoke_vs_paper(table: Any, scale: str, paper: bool) -> None:
-    """``--paper`` on smoke-scale runs: say so on stderr and under the table."""
+def warn_smoke_vs_paper(table: Any, scale: str, paper: bool, experiment: Any = None) -> None:
+    """``--paper`` on smoke-scale runs, or on runs whose settings differ from those of the
+    published numbers (an experiment's ``paper_differences``): say so on stderr and under the
+    table."""
     if paper and scale == "smoke":
         print(f"prunebench: warning: {SMOKE_VS_PAPER}", file=sys.stderr)
         table.notes.append(SMOKE_VS_PAPER)
+    differences = getattr(experiment, "paper_differences", None)
+    for line in differences(scale) if paper and differences else ():
+        note = f"settings unlike the published numbers' (see --paper): {line}"
+        print(f"prunebench: warning: {note}", file=sys.stderr)
+        table.notes.append(note)

@@ -40,6 +40,27 @@ def add_slice_args(p: argparse.ArgumentParser, *, staged: bool = True) -> None:
         )
 
 
+def add_model_arg(p: argparse.ArgumentParser) -> None:
+    """``--model NAME=FOLDER`` (repeatable): a language-model spec on your own checkpoint."""
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=FOLDER",
+        help="with --scale paper, a language-model spec: load model NAME (as a section names it, "
+        "e.g. Llama-2-7B, or its Hub repo) and its tokenizer from the save_pretrained FOLDER "
+        "(runs under that model's run ids; repeatable)",
+    )
+
+
+def experiment_of(args: argparse.Namespace, scale: str) -> Any:
+    """The spec ``args.id`` at ``scale``, on the local models of ``--model`` when given."""
+    from benchmark.experiments import get_experiment
+    from benchmark.experiments.own_models import with_models
+
+    return with_models(get_experiment(args.id), getattr(args, "model", None) or [], scale)
+
+
 def slice_of(args: argparse.Namespace) -> Slice:
     """The slice the flags ask for (checked against a plan later)."""
     return parse_slice(

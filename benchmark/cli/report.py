@@ -31,6 +31,9 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="the runs of staged tuning and its selection (column procedure = staged)",
     )
+    from benchmark.cli.plan_flags import add_model_arg
+
+    add_model_arg(exp)
 
     cost = _spec_parser(sub, "cost", "accuracy vs measured training cost (Pareto fronts)")
     cost.add_argument("--format", choices=("markdown", "csv"), default="markdown")
@@ -93,10 +96,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     check_id(args.id)
     scale = _scale(args.id, args.scale, args.store)
-    from benchmark.experiments import get_experiment
+    from benchmark.cli.plan_flags import experiment_of
     from benchmark.reporting.export import export_frame, render
 
-    experiment = get_experiment(args.id)
+    experiment = experiment_of(args, scale)
     if args.staged:
         from benchmark.cli.plan_flags import choose
         from benchmark.experiments.slices import Slice

@@ -39,8 +39,9 @@ class DataConfig:
     # Translation: token limit of sources, targets and generated translations (the paper: 128).
     # Language modelling: the sequence length of every training, calibration and test window.
     max_length: int = 128
-    # Language modelling: a transformers tokenizer folder (usually the model's own), or "" for
-    # bytes (256 ids, what the embedded default and the tiny models use).
+    # Language modelling: a transformers tokenizer folder (usually the model's own, or "hf:<repo>"
+    # in the local Hub cache), or bytes (256 ids, what the embedded default and the tiny models
+    # use): "" for the tiny models, "bytes" to ask for them with a model.pretrained folder.
     tokenizer: str = ""
     # Language modelling: training iterations per epoch (0: one pass over the training
     # windows), so that a retraining budget is budget.epochs * epoch_iters iterations.
@@ -63,6 +64,11 @@ class ModelConfig:
     # processes' share of it (DDP's per-process BatchNorm, a different experiment: it is in
     # the run id, and such a run must be trained by exactly N processes).
     batchnorm_processes: int = 1
+    # Language models: the precision the weights are loaded, evaluated and pruned in (calibration
+    # statistics stay in float64, SparseGPT's update in float32). With a half precision a
+    # retraining run keeps its trained parameters in float32 and runs the forward pass under
+    # autocast to this precision (mixed precision).
+    dtype: typing.Literal["float32", "bfloat16", "float16"] = "float32"
 
 
 @dataclass
@@ -123,6 +129,13 @@ class EvalConfig:
     """Evaluation options."""
 
     val_every: int = 1
+    # Language models: zero-shot tasks of lm-evaluation-harness (the optional extra .[llm]) run
+    # on the final model: lm-eval task names ("boolq", "arc_easy", ...; their data from the
+    # local Hugging Face datasets cache), task YAML files, or the shipped "pydoc_cloze".
+    zero_shot: list[str] = field(default_factory=list)
+    # Requests per forward pass of the zero-shot evaluation (padding only: results agree to
+    # float noise).
+    zero_shot_batch_size: int = 32
 
 
 @dataclass
@@ -173,6 +186,13 @@ class RuntimeConfig:
     # cost more than the convolutions) or layer by layer ("per-layer"). Results agree to float
     # noise (the extra parameters' gradients are summed in another order).
     reparam: typing.Literal["batched", "per-layer"] = "batched"
+    # Language models: keep the model in host memory and move one decoder layer at a time to
+    # the device for calibration, pruning and evaluation (as SparseGPT and Wanda prune 70B models
+    # on one GPU). "auto": when the weights do not fit the device's free memory; "on", "off".
+    offload: typing.Literal["auto", "on", "off"] = "auto"
+    # Language models: recompute each decoder layer's activations in the backward pass of
+    # retraining instead of keeping them ("auto": on CUDA). The same result, less memory.
+    grad_checkpointing: typing.Literal["auto", "on", "off"] = "auto"
     # An array's captured step (benchmark.training.array) compiled with torch.compile, so that
     # Inductor fuses each BatchNorm with its ReLU and residual add: "on" for every captured
     # array step, "auto" on CUDA for the grouped layout, "off" (the default until the compiled

@@ -16,8 +16,8 @@ windows are drawn as SparseGPT's ``get_c4`` draws them: a random document longer
 then a random window of it, with a generator seeded by ``(seed, epoch)`` (calibration: the
 run's seed alone). Batches are ``(ids, ids)``: the task shifts the targets itself.
 
-Tokens: bytes (256 ids, ``data.tokenizer = ""``) or a transformers tokenizer folder, loaded with
-``local_files_only``.
+Tokens: bytes (256 ids, ``data.tokenizer = ""`` or ``"bytes"``) or a transformers tokenizer
+folder (or ``hf:<repo>`` in the local Hub cache), loaded with ``local_files_only``.
 """
 
 from __future__ import annotations
@@ -105,26 +105,54 @@ def byte_encode(text: str) -> list[int]:
     return list(text.encode("utf-8"))
 
 
-def load_tokenizer(folder: str) -> tuple[Encode, int]:
-    """(encode, vocabulary size): bytes for ``""``, else the transformers tokenizer in
-    ``folder`` (offline; a missing folder is an error naming it)."""
-    if not folder:
-        return byte_encode, BYTE_VOCAB
-    if folder.startswith("hf:"):  # the tokenizer of a model in the local Hub cache
-        from huggingface_hub import constants
+# Files a transformers tokenizer folder holds one of (fast, SentencePiece, BPE, WordPiece).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
 
-        repo = folder.removeprefix("hf:").replace("/", "--")
-        snapshots = Path(constants.HF_HUB_CACHE) / f"models--{repo}" / "snapshots"
-        found = sorted(snapshots.iterdir()) if snapshots.is_dir() else []
-        folder = str(found[-1]) if found else folder
+
+def tokenizer_folder(name: str) -> str:
+    """The folder of a ``data.tokenizer``: itself, or for ``hf:<repo>`` the local Hub cache's
+    snapshot of the repo (the name unchanged when it is not there)."""
+    if not name.startswith("hf:"):
+        return name
+    from huggingface_hub import constants
+
+    repo = name.removeprefix("hf:").replace("/", "--")
+    snapshots = Path(constants.HF_HUB_CACHE) / f"models--{repo}" / "snapshots"
+    found = sorted(snapshots.iterdir()) if snapshots.is_dir() else []
+    return str(found[-1]) if found else name
+
+
+def check_tokenizer_folder(name: str) -> str:
+    """The folder of ``data.tokenizer`` ``name``, after checking that it exists and holds
+    tokenizer files (ConfigError naming the field otherwise)."""
+    folder = tokenizer_folder(name)
     if not Path(folder).is_dir():
-        raise ConfigError("data.tokenizer", folder, "an existing tokenizer folder, or '' (bytes)")
+        raise ConfigError(
+            "data.tokenizer", name, "an existing tokenizer folder, 'hf:<repo>' or 'bytes'"
+        )
+    if not any((Path(folder) / f).is_file() for f in TOKENIZER_FILES):
+        raise ConfigError(
+            "data.tokenizer",
+            name,
+            f"a folder with tokenizer files (one of {', '.join(TOKENIZER_FILES)}); "
+            f"{folder} has none",
+        )
+    return folder
+
+
+def load_tokenizer(name: str) -> tuple[Encode, int]:
+    """(encode, vocabulary size): bytes for ``""`` or ``"bytes"``, else the transformers
+    tokenizer of ``name`` (offline; a missing folder or one without tokenizer files is an
+    error naming it)."""
+    if name in ("", "bytes"):
+        return byte_encode, BYTE_VOCAB
+    folder = check_tokenizer_folder(name)
     from transformers import AutoTokenizer
 
     try:
         tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError) as err:
-        raise ConfigError("data.tokenizer", folder, f"a transformers tokenizer ({err})") from None
+        raise ConfigError("data.tokenizer", name, f"a transformers tokenizer ({err})") from None
     # The reference code tokenises with the tokenizer's defaults (BOS added where it adds one).
     return (lambda text: list(tok(text).input_ids)), len(tok)
 

@@ -193,7 +193,10 @@ class TableLayout:
 
     ``per_row`` columns (e.g. images/s) hold one value per row, before the sparsity groups.
     Highlights (first/second/third) rank ``highlight_metric`` per column within each section of
-    ``ranked_sections`` (None: every section).
+    ``ranked_sections`` (None: every section). ``budget_name`` names what the second level of
+    columns is ("budget"; a language-model table's "pattern" or "schedule");
+    ``reference_rows`` are shown beside the others but neither ranked nor compared with a
+    paper (the dense model, best by construction).
     """
 
     blocks: tuple[Block, ...]
@@ -202,6 +205,8 @@ class TableLayout:
     per_row: tuple[str, ...] = ()
     ranked_sections: tuple[str, ...] | None = None
     highlight_metric: str = "accuracy"
+    budget_name: str = "budget"
+    reference_rows: tuple[str, ...] = ()
 
     def ranked(self, section: str) -> bool:
         """Whether the rows of ``section`` take part in the highlighting."""

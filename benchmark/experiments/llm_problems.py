@@ -5,6 +5,9 @@ Paper scale loads ``hf:<repo>`` models from the local Hugging Face cache (never 
 ``prunebench reproduce`` names what is missing) and evaluates at the models' full context, as
 Wanda (``model.seqlen = max_position_embeddings``: 4096 for Llama-2) and SparseGPT/PERP (2048 for
 OPT) do. Retraining uses AdamW without weight decay (PERP: Hugging Face ``Trainer`` defaults).
+The one-shot models load, prune and evaluate in float16, as Wanda's and SparseGPT's code load
+them; the retrained ones in bfloat16 with float32 trained parameters (PERP trains in float16
+with loss scaling, which the harness does not do).
 """
 
 from __future__ import annotations
@@ -33,8 +36,11 @@ LM_SMOKE = Problem(
 )
 
 
-def pretrained_lm(name: str, repo: str, context: int, epoch_iters: int = 0) -> Problem:
-    """A pretrained Hub model on WikiText-2 (C4 for calibration and retraining), batch 1."""
+def pretrained_lm(
+    name: str, repo: str, context: int, epoch_iters: int = 0, dtype: str = "float16"
+) -> Problem:
+    """A pretrained Hub model on WikiText-2 (C4 for calibration and retraining), batch 1, in
+    ``dtype`` (``model.dtype``)."""
     data = {
         "name": "wikitext2",
         "max_length": context,
@@ -43,7 +49,7 @@ def pretrained_lm(name: str, repo: str, context: int, epoch_iters: int = 0) -> P
         "tokenizer": f"hf:{repo}",
         "epoch_iters": epoch_iters,
     }
-    extra = {**ADAMW, "model": {"pretrained": f"hf:{repo}"}}
+    extra = {**ADAMW, "model": {"pretrained": f"hf:{repo}", "dtype": dtype}}
     return Problem(name, data, "causal_lm", 1, {"name": "linear", "lr": 5e-4}, (0.0,), (0,), extra)
 
 
@@ -55,6 +61,6 @@ LLAMA2 = {
 # about 4M tokens); PERP's own tables' budgets were not reachable as text.
 PERP_ITERS = 1000
 OPT = {
-    size: pretrained_lm(f"OPT-{size}", f"facebook/opt-{size.lower()}", 2048, PERP_ITERS)
+    size: pretrained_lm(f"OPT-{size}", f"facebook/opt-{size.lower()}", 2048, PERP_ITERS, "bfloat16")
     for size in ("2.7B", "6.7B", "13B")
 }

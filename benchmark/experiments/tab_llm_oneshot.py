@@ -67,4 +67,11 @@ SPEC = LMTable(
     published=PUBLISHED,
     source="locuslab/wanda README.md, 'WikiText perplexity with LLaMA-2'",
     smoke_reference="Llama-2-7B",
+    reference_rows=("Dense",),
 )
+# The settings of the Wanda README's numbers (main.py): 128 C4 calibration windows and evaluation
+# windows of the model's context (model.seqlen = 4096 for Llama-2), seed 0.
+SPEC.paper_settings = {
+    p.name: {"data.max_length": 4096, "method.calibration_samples": 128, "seed": 0}
+    for p in LLAMA2.values()
+}

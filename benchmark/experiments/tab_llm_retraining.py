@@ -53,5 +53,6 @@ SPEC = LMTable(
     paper=tuple(
         LMGrid(p, p.name, ROWS, columns((50, 60, 70)), PAPER_SETTINGS) for p in OPT.values()
     ),
+    column_name="schedule",
 )
 SPEC.unpublished = "PERP's cell values (arXiv 2312.15230) were not reachable as text here"

@@ -6,7 +6,10 @@ retraining, ...) plus its post-training fine-tuning (``finetune.epochs``). A den
 runs start from (``Method.parent_config``) is a run of its own, counted once.
 
 **Device-hours** of a run: passes x training images per pass / images per second / 3600, for one
-device. The images per second are measured, never assumed, and come in this order from
+device; a run with a setup phase (a language model's loading, one-shot prune and evaluations)
+adds the median of those seconds over finished runs of its workload on the device (its method's
+first, else any method's, marked as such). The images per second are measured, never
+assumed, and come in this order from
 
 1. finished runs in the store of the same model, dataset, precision (fp32/bf16) and device (the
    same method's runs first, since some methods train slower per image than others);
@@ -33,7 +36,13 @@ from dataclasses import dataclass, field
 from benchmark.config.run import RunConfig
 from benchmark.store.calibration import calibration_path, read_calibrations
 from benchmark.store.results import FINISHED, Store
-from benchmark.training.passes import Parents, run_passes
+from benchmark.training.passes import (
+    Parents,
+    has_setup_phase,
+    model_label,
+    precision_label,
+    run_passes,
+)
 
 # Published training-set sizes (before the harness's validation split): CIFAR-10/100 50,000
 # each; ImageNet-1k 1,281,167; CityScapes fine 2,975; digits: the 80% training part of
@@ -64,12 +73,18 @@ class Workload:
 
 def workload(cfg: RunConfig) -> Workload:
     """The workload a run trains."""
-    return Workload(cfg.model.name, cfg.data.name, cfg.optim.precision())
+    return Workload(
+        model_label(cfg.model.name, cfg.model.pretrained),
+        cfg.data.name,
+        precision_label(cfg.model.dtype, cfg.optim.precision()),
+    )
 
 
 def images_per_pass(cfg: RunConfig) -> int | None:
     """Training images per epoch from the dataset's size less the validation split (None for a
     dataset whose size is not known before a run of it)."""
+    if cfg.data.epoch_iters > 0:  # language models: an epoch is a number of iterations
+        return cfg.data.epoch_iters * cfg.data.batch_size
     n = TRAIN_SET.get(cfg.data.name)
     if n is None:
         return None
@@ -112,6 +127,9 @@ class Throughputs:
     arrays: dict[tuple[Workload, str], dict[tuple[int, str], Measurement]] = field(
         default_factory=dict
     )
+    # (workload, device, method or "") -> seconds outside training of each finished run with a
+    # setup phase (a language model's loading, one-shot prune and evaluations)
+    setups: dict[tuple[Workload, str, str], list[float]] = field(default_factory=dict)
 
     @classmethod
     def of_store(cls, store: str, records: Iterable[Mapping] | None = None) -> Throughputs:
@@ -141,18 +159,15 @@ class Throughputs:
         metrics = record.get("metrics") or {}
         rate = metrics.get("images_per_s")
         config = record.get("config") or {}
+        if record.get("status") == FINISHED and config and "setup_seconds" in metrics:
+            self._add_setup(record)
         if record.get("status") != FINISHED or not rate or not config:
             return
         if metrics.get("array"):
             # A run trained in an array records the array's rate over its K runs: not the rate
             # of a run alone, which these medians stand for.
             return
-        optim = config.get("optim") or {}
-        w = Workload(
-            (config.get("model") or {}).get("name", "?"),
-            (config.get("data") or {}).get("name", "?"),
-            "bf16" if optim.get("bf16") else "fp16" if optim.get("fp16") else "fp32",
-        )
+        w = _record_workload(config)
         device = device_label(record.get("environment") or {})
         method = (config.get("method") or {}).get("name", "")
         for key in ((w, device, method), (w, device, "")):
@@ -163,10 +178,31 @@ class Throughputs:
         if metrics.get("train_images_per_epoch"):
             self.epoch_images[w] = int(metrics["train_images_per_epoch"])
 
+    def _add_setup(self, record: Mapping) -> None:
+        """A finished run's seconds outside its training epochs: loading, a one-shot prune,
+        evaluations (its setup seconds and its wall-clock less its epochs')."""
+        metrics, config = record["metrics"], record["config"]
+        seconds = float(metrics["setup_seconds"]) + float(metrics.get("wall_seconds", 0.0))
+        seconds -= sum(float(x) for x in metrics.get("epoch_seconds") or [])
+        w = _record_workload(config)
+        device = device_label(record.get("environment") or {})
+        method = (config.get("method") or {}).get("name", "")
+        for key in ((w, device, method), (w, device, "")):
+            self.setups.setdefault(key, []).append(seconds)
+
+    def setup_seconds(self, w: Workload, device: str, method: str) -> tuple[float, bool] | None:
+        """The median setup seconds of finished runs of ``w`` on ``device`` (those of
+        ``method``, else any method's: then True, the figure is another method's)."""
+        for key, other in (((w, device, method), False), ((w, device, ""), True)):
+            found = self.setups.get(key)
+            if found:
+                return statistics.median(found), other
+        return None
+
     def devices(self) -> list[str]:
         """Every device something was measured on."""
         found = {d for _, d, _ in self.runs} | {d for _, d in self.calibrated}
-        found |= {d for _, d in self.arrays}
+        found |= {d for _, d in self.arrays} | {d for _, d, _ in self.setups}
         return sorted(found)
 
     def lookup(
@@ -214,7 +250,13 @@ class Throughputs:
             candidates = [d for d in candidates if asked.lower() in d.lower()]
 
         def covered(device: str) -> int:
-            found = [w for w in wanted if (w, device) in self.arrays or self.lookup(w, device)]
+            found = [
+                w
+                for w in wanted
+                if (w, device) in self.arrays
+                or self.lookup(w, device)
+                or (w, device, "") in self.setups
+            ]
             return len(found)
 
         best = max(candidates, key=lambda d: (covered(d), d.startswith("cuda")), default=None)
@@ -244,11 +286,15 @@ class CostLine:
     # Workloads of runs that train in arrays (--array) priced at a run's own rate: no array
     # of them was calibrated on the device.
     no_array: set[Workload] = field(default_factory=set)
+    # Runs with a setup phase (a one-shot prune) that no finished run of theirs has timed, and
+    # the methods priced at another method's setup seconds.
+    no_setup: set[Workload] = field(default_factory=set)
+    setup_from_other: set[str] = field(default_factory=set)
 
     @property
     def known(self) -> bool:
         """Whether the hours are a measured figure."""
-        return not self.unknown and not self.no_size
+        return not self.unknown and not self.no_size and not self.no_setup
 
     def add(self, other: CostLine) -> None:
         """Add ``other``'s runs to this line (totals)."""
@@ -262,6 +308,8 @@ class CostLine:
         self.no_size |= other.no_size
         self.no_peak |= other.no_peak
         self.at_dense_rate |= other.at_dense_rate
+        self.no_setup |= other.no_setup
+        self.setup_from_other |= other.setup_from_other
         if other.peak_bytes:
             self.peak_bytes = max(self.peak_bytes or 0, other.peak_bytes)
         self.peak_estimated |= other.peak_estimated
@@ -367,6 +415,12 @@ def _line(
         line.missing += missing
         line.missing_passes += passes * missing
         w = workload(cfg)
+        if has_setup_phase(cfg):
+            _add_setup(line, cfg, w, device, priced.throughputs, missing)
+            if passes == 0:  # nothing trained: no images/s to look up
+                if not _add_memory_estimate(line, cfg):
+                    line.no_peak.add(w)
+                continue
         k, fill = priced.sizes.get(run_id, (1, 1.0))
         found = None
         if device:
@@ -384,7 +438,7 @@ def _line(
             sources[w] = f"{known_sources}; {found.source}" if known_sources else found.source
         if found.peak_memory_bytes:
             line.peak_bytes = max(line.peak_bytes or 0, found.peak_memory_bytes)
-        else:
+        elif not _add_memory_estimate(line, cfg):
             line.no_peak.add(w)
         if found.dense_harness and cfg.method.name != "dense":
             line.at_dense_rate.add(cfg.method.name)
@@ -397,6 +451,39 @@ def _line(
         line.all_hours += hours
         line.hours += hours * missing
     return line
+
+
+def _add_setup(
+    line: CostLine,
+    cfg: RunConfig,
+    w: Workload,
+    device: str | None,
+    throughputs: Throughputs,
+    missing: bool,
+) -> None:
+    """Price a run's setup phase (a one-shot prune) at the measured seconds of finished runs."""
+    found = throughputs.setup_seconds(w, device, cfg.method.name) if device else None
+    if found is None:
+        line.no_setup.add(w)
+        return
+    seconds, other = found
+    if other:
+        line.setup_from_other.add(cfg.method.name)
+    line.all_hours += seconds / 3600.0
+    line.hours += seconds / 3600.0 * missing
+
+
+def _record_workload(config: Mapping) -> Workload:
+    """The workload of a stored record's config."""
+    model, optim = config.get("model") or {}, config.get("optim") or {}
+    return Workload(
+        model_label(model.get("name", "?"), model.get("pretrained", "")),
+        (config.get("data") or {}).get("name", "?"),
+        precision_label(
+            model.get("dtype", "float32"),
+            "bf16" if optim.get("bf16") else "fp16" if optim.get("fp16") else "fp32",
+        ),
+    )
 
 
 def _add_memory_estimate(line: CostLine, cfg: RunConfig) -> bool:

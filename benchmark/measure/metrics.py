@@ -185,12 +185,17 @@ def _layer_entry(name: str, module: nn.Module, inp: Tensor, out: Tensor) -> Laye
     return LayerMacs(name, "linear", dense_sb, module.in_features * out_per_example, density)
 
 
-def layer_macs(model: nn.Module, example_input: Tensor | Mapping[str, Tensor]) -> list[LayerMacs]:
+def layer_macs(
+    model: nn.Module,
+    example_input: Tensor | Mapping[str, Tensor],
+    run: Callable[[], object] | None = None,
+) -> list[LayerMacs]:
     """Return per-example MACs and weight density of every Conv2d and Linear layer.
 
     Runs one forward pass of ``example_input`` (a batch; a mapping is passed as keyword
     arguments, e.g. a translation model's token ids) in eval mode without gradients, so
     batch-norm statistics are untouched; layers appear in call order, repeated calls summed.
+    ``run``: another way to run that forward pass (a language model offloaded layer by layer).
     """
     entries: dict[str, LayerMacs] = {}
     handles = []
@@ -213,7 +218,9 @@ def layer_macs(model: nn.Module, example_input: Tensor | Mapping[str, Tensor]) -
     try:
         device = model_device(model)
         with torch.no_grad(), eval_mode(model):
-            if isinstance(example_input, Mapping):
+            if run is not None:
+                run()
+            elif isinstance(example_input, Mapping):
                 model(**{k: v.to(device) for k, v in example_input.items()})
             else:
                 model(example_input.to(device))
@@ -224,15 +231,17 @@ def layer_macs(model: nn.Module, example_input: Tensor | Mapping[str, Tensor]) -
 
 
 def theoretical_speedup(
-    model: nn.Module, example_input: Tensor | Mapping[str, Tensor]
+    model: nn.Module,
+    example_input: Tensor | Mapping[str, Tensor],
+    run: Callable[[], object] | None = None,
 ) -> dict[str, float]:
     """Return dense/sparse per-example MAC totals and their ratio, ShrinkBench and corrected.
 
     Keys: "speedup", "flops_dense", "flops_sparse" (ShrinkBench rule, as reported in the paper)
     and "speedup_corrected", "flops_dense_corrected", "flops_sparse_corrected". A model whose
-    counted weights are all zero has infinite speedup.
+    counted weights are all zero has infinite speedup. ``run``: see :func:`layer_macs`.
     """
-    layers = layer_macs(model, example_input)
+    layers = layer_macs(model, example_input, run)
     dense = float(sum(layer.dense_macs_shrinkbench for layer in layers))
     sparse = sum(layer.sparse_macs_shrinkbench for layer in layers)
     dense_c = float(sum(layer.dense_macs_corrected for layer in layers))

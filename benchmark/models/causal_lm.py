@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from torch import nn
 
@@ -74,8 +74,8 @@ def causal_lm(num_classes: int, input_shape: tuple[int, int, int]) -> nn.Module:
     )
 
 
-def load_folder(folder: str) -> nn.Module:
-    """The causal language model saved in ``folder`` (offline, in float32)."""
+def load_folder(folder: str, dtype: str = "float32") -> nn.Module:
+    """The causal language model saved in ``folder`` (offline), loaded in ``dtype``."""
     from transformers import AutoModelForCausalLM
 
     if folder.startswith(HF):
@@ -83,7 +83,7 @@ def load_folder(folder: str) -> nn.Module:
         folder = str(hub_snapshot(folder))
     read_config(folder)  # the error naming the folder, before transformers' own
     try:
-        return AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype="float32")
+        return AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=dtype)
     except (OSError, ValueError) as err:
         raise ConfigError(
             "model.pretrained", folder, f"a causal LM folder transformers can load ({err})"
@@ -149,10 +149,22 @@ def input_widths(config: dict[str, Any]) -> tuple[int, ...]:
     return tuple(int(w) for w in (hidden, ffn) if isinstance(w, int))
 
 
-def validate_lm(model: str, pretrained: str, max_length: int) -> None:
-    """Refuse a missing folder, a GPT-2 folder and a sequence length beyond the positions."""
+BYTES = "bytes"
+
+
+def validate_lm(model: str, pretrained: str, max_length: int, tokenizer: str) -> None:
+    """Refuse a missing folder, a GPT-2 folder, a sequence length beyond the positions and a
+    pretrained model without its tokenizer (bytes would give meaningless perplexities)."""
     if model not in LM_MODELS:
         return
+    if model == "causal_lm" and not tokenizer:
+        raise ConfigError(
+            "data.tokenizer",
+            tokenizer,
+            f"the tokenizer of model.pretrained = {pretrained!r}: its folder (usually the same "
+            f"as the model's; for 'hf:<repo>' the same name), or {BYTES!r} for a model trained "
+            "on bytes; '' (bytes) is for the tiny models only",
+        )
     if model != "causal_lm" and pretrained and not pretrained.startswith(HF):
         read_config(pretrained)  # a folder of the tiny model's own class
     config = lm_config(model, pretrained)
@@ -169,21 +181,41 @@ def validate_lm(model: str, pretrained: str, max_length: int) -> None:
         )
 
 
-# The papers' Hub models (their config.json): parameters, width, feed-forward width, layers.
-HUB_SHAPES: dict[str, tuple[float, int, int, int]] = {
-    "meta-llama/llama-2-7b-hf": (6.74e9, 4096, 11008, 32),
-    "meta-llama/llama-2-13b-hf": (13.02e9, 5120, 13824, 40),
-    "meta-llama/llama-2-70b-hf": (68.98e9, 8192, 28672, 80),
-    "facebook/opt-2.7b": (2.65e9, 2560, 10240, 32),
-    "facebook/opt-6.7b": (6.66e9, 4096, 16384, 32),
-    "facebook/opt-13b": (12.85e9, 5120, 20480, 40),
+class LMShape(NamedTuple):
+    """The sizes a language model's memory follows from."""
+
+    params: float
+    hidden: int
+    ffn: int
+    layers: int
+    vocab: int
+
+    @property
+    def outside(self) -> float:
+        """Parameters outside the decoder layers: token embedding and output head."""
+        return 2.0 * self.vocab * self.hidden
+
+    @property
+    def layer(self) -> float:
+        """Parameters of one decoder layer."""
+        return max(self.params - self.outside, 0.0) / max(self.layers, 1)
+
+
+# The papers' Hub models (their config.json): parameters, width, feed-forward width, layers,
+# vocabulary.
+HUB_SHAPES: dict[str, LMShape] = {
+    "meta-llama/llama-2-7b-hf": LMShape(6.74e9, 4096, 11008, 32, 32000),
+    "meta-llama/llama-2-13b-hf": LMShape(13.02e9, 5120, 13824, 40, 32000),
+    "meta-llama/llama-2-70b-hf": LMShape(68.98e9, 8192, 28672, 80, 32000),
+    "facebook/opt-2.7b": LMShape(2.65e9, 2560, 10240, 32, 50272),
+    "facebook/opt-6.7b": LMShape(6.66e9, 4096, 16384, 32, 50272),
+    "facebook/opt-13b": LMShape(12.85e9, 5120, 20480, 40, 50272),
 }
 
 
-def lm_shape(model: str, pretrained: str) -> tuple[float, int, int, int] | None:
-    """(parameters, width, feed-forward width, layers) of a language model, from the table of
-    the papers' Hub models or a configuration (parameters then counted as a Llama's); None if
-    unknown without files."""
+def lm_shape(model: str, pretrained: str) -> LMShape | None:
+    """The sizes of a language model, from the table of the papers' Hub models or a
+    configuration (parameters then counted as a Llama's); None if unknown without files."""
     if model == "causal_lm" and pretrained.startswith(HF):
         known = HUB_SHAPES.get(hf_repo(pretrained).lower())
         if known is not None:
@@ -191,7 +223,7 @@ def lm_shape(model: str, pretrained: str) -> tuple[float, int, int, int] | None:
     config = lm_config(model, pretrained)
     widths = input_widths(config)
     layers, vocab = config.get("num_hidden_layers"), config.get("vocab_size", 256)
-    if len(widths) != 2 or not isinstance(layers, int):
+    if len(widths) != 2 or not isinstance(layers, int) or not isinstance(vocab, int):
         return None
     h, ffn = widths
-    return float(layers * (4 * h * h + 3 * h * ffn) + 2 * vocab * h), h, ffn, layers
+    return LMShape(float(layers * (4 * h * h + 3 * h * ffn) + 2 * vocab * h), h, ffn, layers, vocab)

@@ -63,8 +63,9 @@ MODEL_DATASETS: dict[str, tuple[str, ...]] = {"maxvit_t": ("imagenet",)}
 DATASET_MODELS: dict[str, tuple[str, ...]] = {}
 
 
-# Models built from a local folder alone (``model.pretrained``): name -> loader(folder).
-FOLDER_MODELS: dict[str, Callable[[str], nn.Module]] = {}
+# Models built from a local folder alone (``model.pretrained``): name -> loader(folder, dtype),
+# dtype a torch dtype name ("float32", "bfloat16", "float16") the weights are loaded in.
+FOLDER_MODELS: dict[str, Callable[[str, str], nn.Module]] = {}
 # Models whose CUDA backward has no deterministic kernel (bilinear upsampling): name -> why.
 CUDA_NONDETERMINISTIC: dict[str, str] = {}
 
@@ -109,21 +110,25 @@ def build_model(
     input_shape: InputShape,
     init: str = "default",
     pretrained: str = "",
+    dtype: str = "float32",
 ) -> nn.Module:
     """Build the registered model ``name`` initialised by ``init`` (one of :data:`MODEL_INITS`),
-    then with the weights of the local checkpoint ``pretrained`` when given.
+    then with the weights of the local checkpoint ``pretrained`` when given, in ``dtype`` (a
+    folder model is loaded in it directly, so a large one is never held in float32).
 
     Unknown names raise ConfigError("model.name", ...), unknown inits ConfigError("model.init").
     """
     validate_model_init(init)
     builder = MODELS.get(name, "model.name")
     if name in FOLDER_MODELS:
-        return FOLDER_MODELS[name](pretrained)
+        return FOLDER_MODELS[name](pretrained, dtype)
     model = builder(num_classes, tuple(input_shape))
     if init == "he_normal":
         kaiming_init(model)
     if pretrained:
         load_pretrained(model, pretrained)
+    if dtype != "float32":
+        model.to(getattr(torch, dtype))
     return model
 
 

@@ -80,3 +80,12 @@ def _largest_remainder(
 def largest_remainder(shares: Sequence[float], total: int) -> list[int]:
     """Round real ``shares`` (each >= 0) to integers summing to ``total`` (largest remainders)."""
     return _largest_remainder(shares, [0] * len(shares), [math.ceil(x) for x in shares], total)
+
+
+def bounded_largest_remainder(
+    shares: Sequence[float], lower: Sequence[int], upper: Sequence[int], total: int
+) -> list[int]:
+    """Round real ``shares`` to integers within ``[lower, upper]`` summing to ``total``."""
+    if not sum(lower) <= total <= sum(upper):
+        raise ValueError(f"cannot place {total} between {sum(lower)} and {sum(upper)}")
+    return _largest_remainder(shares, lower, upper, total)

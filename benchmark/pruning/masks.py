@@ -11,13 +11,18 @@ from torch import Tensor, nn
 from benchmark.pruning.prunable import prunable_parameters
 
 
-def _binary_like(mask: Tensor, param: Tensor, name: str) -> Tensor:
-    """``mask`` as 0/1 values with the dtype and device of ``param`` (shape checked)."""
+def _binary_like(
+    mask: Tensor, param: Tensor, name: str, dtype: torch.dtype | None = None
+) -> Tensor:
+    """``mask`` as 0/1 values on the device of ``param``, with its dtype or ``dtype`` (shape
+    checked)."""
     if tuple(mask.shape) != tuple(param.shape):
         raise ValueError(
             f"mask for {name!r} has shape {tuple(mask.shape)}, parameter has {tuple(param.shape)}"
         )
-    return (mask.detach() != 0).to(device=param.device, dtype=param.dtype)
+    if dtype is torch.bool and mask.dtype is torch.bool and mask.device == param.device:
+        return mask.detach()  # already 0/1: no second copy of a large model's masks
+    return (mask.detach() != 0).to(device=param.device, dtype=dtype or param.dtype)
 
 
 def _zero_fraction(masks: Sequence[Tensor]) -> float:
@@ -34,18 +39,33 @@ class MaskStore:
     masks for non-prunable parameters (biases and batch-norm channels of pruned filters) with
     :meth:`set_extra`; those are applied in the same fused call but never count towards the
     sparsity over P.
+
+    Masks over P have their parameter's dtype (one fused multiply), or ``mask_dtype`` when
+    given: ``torch.bool`` keeps a byte per weight, where a large language model cannot afford a
+    second copy of its weights.
     """
 
-    def __init__(self, params: list[tuple[str, nn.Parameter]]) -> None:
+    def __init__(
+        self, params: list[tuple[str, nn.Parameter]], mask_dtype: torch.dtype | None = None
+    ) -> None:
         names = [name for name, _ in params]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate parameter names in {names}")
         self.names: list[str] = names
         self.params: list[nn.Parameter] = [p for _, p in params]
-        self.masks: list[Tensor] = [torch.ones_like(p) for p in self.params]
+        self.mask_dtype = mask_dtype
+        self.masks: list[Tensor] = [self._all_ones(p) for p in self.params]
         self.extra_names: list[str] = []
         self.extra_params: list[nn.Parameter] = []
         self.extra_masks: list[Tensor] = []
+
+    def _all_ones(self, param: Tensor) -> Tensor:
+        """The mask of a parameter nothing has pruned yet: bool masks as a stride-0 view of
+        one True (no memory until the first :meth:`update` replaces it; nothing writes into a
+        bool store's masks in place), others a tensor of ones."""
+        if self.mask_dtype is torch.bool:
+            return torch.ones((), dtype=torch.bool, device=param.device).expand_as(param)
+        return torch.ones_like(param, dtype=self.mask_dtype)
 
     @classmethod
     def from_named_masks(
@@ -77,7 +97,7 @@ class MaskStore:
     def sync(self) -> None:
         """Re-cast the masks to their parameters' current device/dtype (after ``model.to``)."""
         self.masks = [
-            m.to(device=p.device, dtype=p.dtype)
+            m.to(device=p.device, dtype=self.mask_dtype or p.dtype)
             for p, m in zip(self.params, self.masks, strict=True)
         ]
         self.extra_masks = [
@@ -98,7 +118,7 @@ class MaskStore:
         if len(new_masks) != len(self.params):
             raise ValueError(f"expected {len(self.params)} masks, got {len(new_masks)}")
         self.masks = [
-            _binary_like(m, p, name)
+            _binary_like(m, p, name, self.mask_dtype)
             for name, p, m in zip(self.names, self.params, new_masks, strict=True)
         ]
         if optimizer is not None:
@@ -117,7 +137,7 @@ class MaskStore:
             for name, p, held, m in zip(
                 self.names, self.params, self.masks, new_masks, strict=True
             ):
-                held.copy_(_binary_like(m, p, name))
+                held.copy_(_binary_like(m, p, name, self.mask_dtype))
         self.apply()
 
     def set_extra(
@@ -213,7 +233,7 @@ class MaskStore:
                 "pass model= to load_state_dict so they can be found"
             )
         self.masks = [
-            _binary_like(m, p, n)
+            _binary_like(m, p, n, self.mask_dtype)
             for n, p, m in zip(self.names, self.params, state["masks"], strict=True)
         ]
         if model is not None:

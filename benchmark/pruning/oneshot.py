@@ -25,6 +25,10 @@ from torch import Tensor
 from benchmark.pruning.allocation import largest_remainder
 from benchmark.pruning.nm import nm_mask
 
+# Calibration inputs are converted to float64 in pieces of at most this many values (a piece
+# of a small model's chunk is the whole chunk: its sums are those of one piece).
+STAGING_VALUES = 2**24
+
 
 def row_keep_mask(score: Tensor, sparsity: float) -> Tensor:
     """Prune the lowest scores of every row (Wanda's per-output comparison): ``round(s * numel)``
@@ -87,13 +91,18 @@ class InputStats:
         )
 
     def add(self, inputs: Tensor) -> None:
-        """Add a batch of inputs (windows, ..., in)."""
+        """Add a batch of inputs (windows, ..., in), staged in float64 at most
+        :data:`STAGING_VALUES` values at a time (a chunk of a 70B model's windows would
+        otherwise take gigabytes in float64)."""
         windows = inputs.shape[0] if inputs.dim() > 2 else 1
-        x = inputs.reshape(-1, inputs.shape[-1]).double()
+        rows = inputs.reshape(-1, inputs.shape[-1])
+        step = max(1, STAGING_VALUES // rows.shape[1])
         self.samples += windows
-        self.sq_norms += (x * x).sum(dim=0)
-        if self.xxt is not None:
-            self.xxt += x.T @ x
+        for start in range(0, rows.shape[0], step):
+            x = rows[start : start + step].double()
+            self.sq_norms += (x * x).sum(dim=0)
+            if self.xxt is not None:
+                self.xxt += x.T @ x
 
     def column_sq_norms(self) -> Tensor:
         """``||X_j||^2 / n`` per input column."""

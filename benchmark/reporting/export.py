@@ -40,6 +40,23 @@ METRIC_COLUMNS = {
     "warmup_seconds": ("warmup_seconds",),
     "step_mode": ("step", "mode"),
 }
+# A causal language model's columns in place of accuracy and images/s: perplexities (lower is
+# better), the one right after the prune, tokens/s, and what the run was and needed.
+LM_COLUMNS = {
+    "test_ppl": ("test", "ppl"),
+    "val_ppl": ("val", "ppl"),
+    "ppl_after_prune": ("oneshot", "test_after_prune", "ppl"),
+    "sparsity": ("sparsity",),
+    "speedup": ("speedup",),
+    "speedup_corrected": ("speedup_corrected",),
+    "tokens_per_s": ("tokens_per_s",),
+    "setup_seconds": ("setup_seconds",),
+    "wall_seconds": ("wall_seconds",),
+    "offloaded": ("offloaded",),
+    "peak_memory_bytes": ("peak_memory_bytes",),
+    "peak_host_memory_bytes": ("peak_host_memory_bytes",),
+    "step_mode": ("step", "mode"),
+}
 ENVIRONMENT_COLUMNS = (
     "git_commit",
     "device",
@@ -74,7 +91,12 @@ def run_row(record: dict[str, Any] | None) -> dict[str, Any]:
         "model": _get(record, ("config", "model", "name")),
         "data": _get(record, ("config", "data", "name")),
     }
-    row |= {name: _get(metrics, path) for name, path in METRIC_COLUMNS.items()}
+    lm = isinstance(metrics.get("test"), dict) and "ppl" in metrics["test"]
+    if lm:
+        row["model_dtype"] = _get(record, ("config", "model", "dtype"))
+        row["pretrained"] = _get(record, ("config", "model", "pretrained"))
+    columns = LM_COLUMNS if lm else METRIC_COLUMNS
+    row |= {name: _get(metrics, path) for name, path in columns.items()}
     row["latency_device"] = _get(metrics, ("latency", "device_name"))
     row |= {f"env_{key}": env.get(key) for key in ENVIRONMENT_COLUMNS}
     return row

@@ -31,12 +31,16 @@ def _specifiable(method: str) -> bool:
 
 
 def grid_plan(
-    runs: Iterable[tuple[RunConfig, Mapping[str, Any]]], by: Sequence[str] = ()
+    runs: Iterable[tuple[RunConfig, Mapping[str, Any]]],
+    by: Sequence[str] = (),
+    language_model: bool = False,
 ) -> tuple[pd.DataFrame, TableLayout]:
     """The plan frame and table layout of a grid's runs (each a config and its swept values).
 
     ``by``: swept keys whose values split a method into rows (e.g. ``method.schedule``)
-    instead of being selected over.
+    instead of being selected over. ``language_model``: the runs are causal language models:
+    the cells show perplexity (lower is better, selected by validation perplexity) and the
+    rows training tokens/s, not accuracy and images/s.
     """
     planned: list[PlannedRun] = []
     runs = list(runs)
@@ -61,6 +65,14 @@ def grid_plan(
         goals = tuple(sorted({float(g) for g in mine["goal"].dropna()}))
         rows = tuple(dict.fromkeys(mine["row"]))
         blocks.append(Block(goals, ((section, rows),), title=section))
+    if language_model:
+        layout = TableLayout(
+            blocks=tuple(blocks),
+            metrics=("ppl", "sparsity"),
+            per_row=("tok_per_s",),
+            highlight_metric="ppl",
+        )
+        return plan, layout
     layout = TableLayout(
         blocks=tuple(blocks), metrics=("accuracy", "speedup", "sparsity"), per_row=("img_per_s",)
     )

@@ -237,9 +237,11 @@ def kept_bytes_estimate(
         return total
     goals = {s: len(b.sparsities) for b in layout.blocks for s, _ in b.groups}
     cells: dict[tuple[Any, ...], dict[str, list[str]]] = {}
+    seen: set[str] = set()
     for rid, r in zip(ids, runs, strict=True):
-        if rid in dense:
+        if rid in dense or rid in seen:  # a run feeding several cells is kept once
             continue
+        seen.add(rid)
         key = (r.section, r.row, r.sparsity, r.budget, r.x)
         cells.setdefault(key, {}).setdefault(r.tuned, []).append(rid)
     for key, configs in cells.items():

@@ -71,7 +71,7 @@ def _column_label(c: Column, single_metric: bool, sep: str = ", ") -> str:
     # Say what each number is (as the LaTeX header's "Model sparsity" and "Budget:" rows do).
     parts = [] if c.goal is None else [f"sparsity {c.goal:g}%"]
     if c.budget:
-        parts.append(f"budget {c.budget}")
+        parts.append(f"{c.budget_name} {c.budget}")
     if c.goal is None or not single_metric:
         parts.append(HEADERS[c.metric])
     return sep.join(parts)
@@ -294,7 +294,8 @@ def _latex_header(cols: list[Column]) -> list[str]:
     rules = " ".join(rf"\cmidrule(lr){{{a}-{b}}}" for lbl, a, b in spans if lbl)
     lines = [top + r" \\", rules]
     if any(c.budget for c in cols):
-        lines.append(" & ".join(["Budget:", *(_tex(c.budget) for c in cols)]) + r" \\")
+        name = cols[-1].budget_name.capitalize()
+        lines.append(" & ".join([f"{name}:", *(_tex(c.budget) for c in cols)]) + r" \\")
     metrics = {c.metric for c in cols}
     if len(metrics) > 1:
         lines.append(

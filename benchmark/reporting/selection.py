@@ -29,12 +29,28 @@ METRICS: dict[str, tuple[str, float]] = {
     "speedup": ("speedup", 1.0),
     "sparsity": ("sparsity", 100.0),
     "img_per_s": ("images_per_s", 1.0),
+    # Language models: training windows/s times their tokens (recorded by the run).
+    "tok_per_s": ("tokens_per_s", 1.0),
     "iou": ("test.miou", 100.0),
     "bleu": ("test.bleu", 1.0),
     "ppl": ("test.neg_ppl", -1.0),
     # Set by `prunebench latency RUN_ID` (benchmark.measure.run_latency); NaN where not measured.
     "measured_speedup": ("measured_speedup", 1.0),
 }
+# Zero-shot accuracies of language models (eval.zero_shot): metric "zs_<task>" is the task's
+# accuracy, "zs_mean" their mean, in percent (NaN where not evaluated); the printed names.
+ZERO_SHOT_TASKS = {
+    "boolq": "BoolQ",
+    "rte": "RTE",
+    "hellaswag": "HellaSwag",
+    "winogrande": "WinoGrande",
+    "arc_easy": "ARC-e",
+    "arc_challenge": "ARC-c",
+    "openbookqa": "OBQA",
+    "pydoc_cloze": "pydoc cloze",
+}
+METRICS |= {f"zs_{task}": (f"zero_shot.tasks.{task}.acc", 100.0) for task in ZERO_SHOT_TASKS}
+METRICS["zs_mean"] = ("zero_shot.mean_acc", 100.0)
 
 
 STORE_COLUMNS = [
@@ -52,6 +68,9 @@ def join_store(plan: pd.DataFrame, store: pd.DataFrame) -> pd.DataFrame:
     for column in STORE_COLUMNS[1:]:
         if column not in joined.columns:
             joined[column] = np.nan
+        elif column != "status" and joined[column].dtype == object:
+            # A metric no run recorded (None: e.g. tokens/s of one-shot runs) is NaN.
+            joined[column] = pd.to_numeric(joined[column], errors="coerce")
     joined["done"] = joined["status"].eq("finished")
     return joined
 

@@ -29,6 +29,7 @@ from benchmark.experiments.base import Experiment, Scale, TableLayout
 from benchmark.experiments.slices import Slice
 from benchmark.reporting.agreement import ColumnAgreement, column_agreement, split_size
 from benchmark.reporting.selection import (
+    ZERO_SHOT_TASKS,
     TableRules,
     configuration_stats,
     join_store,
@@ -43,13 +44,16 @@ HEADERS = {"accuracy": "Acc.", "speedup": "Speedup", "sparsity": "Sparsity", "im
 HEADERS["measured_speedup"] = "Measured speedup"
 
 
-HEADERS |= {"iou": "mIoU", "bleu": "BLEU", "ppl": "PPL"}
+HEADERS |= {"iou": "mIoU", "bleu": "BLEU", "ppl": "PPL", "tok_per_s": "tokens/s"}
 
 
 DECIMALS = {"accuracy": 2, "speedup": 1, "sparsity": 2, "img_per_s": 0, "measured_speedup": 2}
 
 
-DECIMALS |= {"iou": 2, "bleu": 2, "ppl": 2}
+DECIMALS |= {"iou": 2, "bleu": 2, "ppl": 2, "tok_per_s": 0}
+HEADERS |= {f"zs_{task}": label for task, label in ZERO_SHOT_TASKS.items()}
+HEADERS["zs_mean"] = "Mean"
+DECIMALS |= {metric: 2 for metric in HEADERS if metric.startswith("zs_")}
 
 # Metrics whose smallest value ranks first.
 LOWER_IS_BETTER = frozenset({"ppl"})
@@ -83,11 +87,13 @@ class Value:
 
 @dataclass(frozen=True)
 class Column:
-    """A sub-column: goal sparsity (None for a per-row column), budget and metric."""
+    """A sub-column: goal sparsity (None for a per-row column), budget and metric
+    (``budget_name``: what the budget level is, e.g. a language-model table's "pattern")."""
 
     goal: float | None
     budget: str
     metric: str
+    budget_name: str = "budget"
 
 
 @dataclass
@@ -186,7 +192,7 @@ def build_table(
     blocks = []
     for block in layout.blocks:
         columns = [Column(None, "", m) for m in layout.per_row] + [
-            Column(g, b, m)
+            Column(g, b, m, layout.budget_name)
             for g in block.sparsities
             for b in layout.budgets
             for m in layout.metrics
@@ -219,6 +225,9 @@ def build_table(
         _highlight(groups, columns, layout)
         blocks.append(BuiltBlock(block.title, columns, groups))
     notes += _unplaced_notes(blocks, plan, store, rules)
+    shown = {ln.label for b in blocks for g in b.groups for ln in g}
+    for label in (r for r in layout.reference_rows if r in shown):
+        notes.append(f"{label}: shown for reference, not ranked nor compared with the paper")
     agreement = _agreement(blocks, layout, select) if paper is not None else []
     done = (
         plan.merge(store[["run_id", "status"]], on="run_id", how="left")
@@ -262,15 +271,16 @@ def _agreement(blocks: list[BuiltBlock], layout: TableLayout, metric: str) -> li
         for lines in block.groups:
             if not lines or not layout.ranked(lines[0].section):
                 continue
+            ranked = [ln for ln in lines if ln.label not in layout.reference_rows]
             for j, c in enumerate(block.columns):
-                if c.goal is None or c.metric != metric:
+                if c.goal is None or c.metric != metric or not ranked:
                     continue
                 where = ", ".join([*([lines[0].section] if named else []), _column_label(c)])
                 # Agreement ranks higher as better: perplexities are compared negated.
                 sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
-                means = [sign * _nan(ln.values[j].mean) for ln in lines]
-                paper = [sign * _nan(ln.values[j].paper_mean) for ln in lines]
-                labels = [ln.label for ln in lines]
+                means = [sign * _nan(ln.values[j].mean) for ln in ranked]
+                paper = [sign * _nan(ln.values[j].paper_mean) for ln in ranked]
+                labels = [ln.label for ln in ranked]
                 key = (lines[0].section, c.goal, c.budget)
                 found = column_agreement(where, labels, means, paper, key)
                 if found is not None:
@@ -279,8 +289,9 @@ def _agreement(blocks: list[BuiltBlock], layout: TableLayout, metric: str) -> li
 
 
 def _column_label(c: Column) -> str:
-    """ "sparsity 90%, budget 5%" (the budget only when the column has one)."""
-    return f"sparsity {c.goal:g}%" + (f", budget {c.budget}" if c.budget else "")
+    """ "sparsity 90%, budget 5%" (the budget only when the column has one; "pattern 2:4"
+    where the layout names its budget level so)."""
+    return f"sparsity {c.goal:g}%" + (f", {c.budget_name} {c.budget}" if c.budget else "")
 
 
 def _nan(value: float | None) -> float:
@@ -339,6 +350,8 @@ def _value(
         r = row_means.get(_key(section, label, None, ""))
         if r is None:
             return Value(status="missing")
+        if math.isnan(float(r[column.metric])):  # no run recorded it (tokens/s of a one-shot run)
+            return Value(status="none")
         return Value(mean=float(r[column.metric]), status="ok")
     key = _key(section, label, column.goal, column.budget)
     # Methods without a goal sparsity count their runs once per row, not per column.
@@ -365,8 +378,10 @@ def _highlight(groups: list[list[Line]], columns: list[Column], layout: TableLay
         by_section: dict[str, list[Value]] = {}
         for line in (line for lines in groups for line in lines):
             value = line.values[j]
-            # A NaN mean (a run that recorded NaN) ranks nowhere, least of all first.
+            # A NaN mean (a run that recorded NaN) ranks nowhere, least of all first; nor does
+            # a reference row (the dense model).
             ranked = value.mean is not None and not math.isnan(value.mean)
+            ranked = ranked and line.label not in layout.reference_rows
             if layout.ranked(line.section) and ranked:
                 by_section.setdefault(line.section, []).append(value)
         for values in by_section.values():
@@ -418,6 +433,7 @@ def rebuild(
         rules=rules,
         within=within,
     )
+    table.notes += getattr(experiment, "table_notes", lambda _scale: [])(scale)
     table.skipped = [str(s) for s in frame.attrs.get("skipped", [])]
     if scale == "smoke":
         from benchmark.reporting.titles import what_ran

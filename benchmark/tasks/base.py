@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from benchmark.core.registry import Registry
@@ -38,6 +39,13 @@ class Task:
     def evaluate(self, model: nn.Module, data: DataSource, split: str) -> dict[str, float]:
         """Metrics of ``model`` on ``split`` of ``data`` (eval mode, no gradients)."""
         raise NotImplementedError
+
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The precision training runs under autocast in (None: none): ``optim.bf16`` /
+        ``optim.fp16``."""
+        from benchmark.core.precision import autocast_dtype
+
+        return autocast_dtype(self.cfg.optim.precision())
 
     def example_inputs(self, data: DataSource) -> Tensor | Mapping[str, Tensor]:
         """The model inputs the theoretical speedup is counted on (one test batch)."""

@@ -116,6 +116,10 @@ PROCESS_METRICS = (
     "epoch_phases",
     "step",
     "peak_memory_bytes",  # the allocator's high-water mark: it moves with autotuning choices
+    "peak_host_memory_bytes",
+    "setup_seconds",
+    "tokens_per_s",
+    "offloaded",  # runtime.offload = "auto" decides from the device's free memory
 )
 
 

@@ -68,8 +68,31 @@ def model_tensors(model: str, data: str, exclude: tuple[str, ...]) -> tuple[Tens
 
 def config_bytes(cfg: RunConfig) -> tuple[int, int] | None:
     """(dense, packed) bytes of ``cfg``'s final weights file; None when it cannot be sized."""
+    from benchmark.models.causal_lm import LM_MODELS
+
+    if cfg.model.name in LM_MODELS:
+        return _lm_sized(cfg.model.name, cfg.model.pretrained, cfg.model.dtype, worst_density(cfg))
     exclude = tuple(cfg.method.exclude)
     return _sized(cfg.model.name, cfg.data.name, exclude, worst_density(cfg))
+
+
+@functools.cache
+def _lm_sized(model: str, pretrained: str, dtype: str, density: float) -> tuple[int, int] | None:
+    """A language model's weights from its sizes (the papers' Hub models, a folder's
+    ``config.json``, the tiny models' configuration) in ``model.dtype``: the decoder layers'
+    weights prunable, the embeddings and head not (a Hub model not in the local cache and not
+    in the table of the papers' models: None)."""
+    from benchmark.models.causal_lm import lm_shape
+
+    shape = lm_shape(model, pretrained)
+    if shape is None:
+        return None
+    itemsize = 4 if dtype == "float32" else 2
+    tensors = (
+        TensorSize(int(shape.layer * shape.layers), itemsize, True),
+        TensorSize(int(shape.outside), itemsize, False),
+    )
+    return run_bytes(tensors, density)
 
 
 @functools.cache

@@ -150,7 +150,7 @@ class EpochLoop:
         # process share the device's counter, so a packed run records none
         # (benchmark.training.packing).
         own_peak = self.device.type == "cuda" and not self.stream_only
-        if own_peak:
+        if own_peak and not self.peak_from_start:
             torch.cuda.reset_peak_memory_stats(self.device)
         bar = tqdm(
             epochs,
@@ -219,4 +219,5 @@ class EpochLoop:
         )
         if own_peak:
             metrics["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(self.device))
+        metrics.update(self.run_extras(metrics))
         return metrics

@@ -18,6 +18,27 @@ def run_passes(cfg: RunConfig) -> int:
     return int(get_method(cfg.method.name)(cfg).total_epochs()) + int(cfg.finetune.epochs)
 
 
+def model_label(name: str, pretrained: str) -> str:
+    """The model a cost is measured for: its name, or for a model whose architecture is its
+    folder (``causal_lm``) the folder or ``hf:`` name (a 7B and a 70B model are not one
+    workload)."""
+    from benchmark.models.registry import FOLDER_MODELS
+
+    return pretrained if name in FOLDER_MODELS and pretrained else name
+
+
+def precision_label(dtype: str, training: str) -> str:
+    """A run's precision: a half ``model.dtype`` (bf16, fp16), else its training precision
+    ``training`` (``optim.precision()``: fp32, or bf16/fp16 autocast)."""
+    return {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, training)
+
+
+def has_setup_phase(cfg: RunConfig) -> bool:
+    """Whether the run spends measured time before training: a one-shot prune of a language
+    model, with its calibration and evaluation (priced from finished runs' seconds)."""
+    return bool(getattr(get_method(cfg.method.name), "setup_phase", False))
+
+
 def parent_of(cfg: RunConfig) -> RunConfig | None:
     """The dense parent ``cfg`` starts from, or None."""
     return get_method(cfg.method.name)(cfg).parent_config()

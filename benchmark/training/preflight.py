@@ -21,6 +21,8 @@ from benchmark.core.errors import ConfigError, DatasetError, check
 from benchmark.core.files import make_dirs
 from benchmark.data.presence import check_data_files
 from benchmark.models.pretrained import require_available
+from benchmark.tasks.zero_shot import check_zero_shot_data
+from benchmark.training.lm_checks import check_lm_files
 from benchmark.training.passes import Parents
 from benchmark.training.validation import validate
 from methods import get_method
@@ -69,9 +71,13 @@ def check_store(cfg: RunConfig) -> None:
 def check_weights(cfg: RunConfig) -> None:
     """Refuse, before anything is written, named pretrained weights (``model.pretrained``)
     this machine lacks, for a run that loads them: one without a dense parent (a child starts
-    from its parent's weights, and its parent's own run checks them)."""
-    if cfg.model.pretrained and get_method(cfg.method.name)(cfg).parent_config() is None:
+    from its parent's weights, and its parent's own run checks them); and a language model's
+    folder, tokenizer or vocabulary that do not fit
+    (:func:`~benchmark.training.lm_checks.check_lm_files`)."""
+    loads = get_method(cfg.method.name)(cfg).parent_config() is None
+    if cfg.model.pretrained and loads:
         require_available(cfg.model.pretrained)
+    check_lm_files(cfg, loads_model=loads)
 
 
 def check_before_compute(cfg: RunConfig) -> None:
@@ -81,6 +87,7 @@ def check_before_compute(cfg: RunConfig) -> None:
     check_device(cfg)
     check_weights(cfg)
     check_data_files(cfg.data)
+    check_zero_shot_data(cfg)
     check_store(cfg)
 
 
@@ -90,6 +97,7 @@ PLAN_CHECKS: tuple[tuple[Callable[[RunConfig], object], Callable[[RunConfig], No
     (lambda c: c.runtime.device, check_device),
     (lambda c: (c.method.name, repr(c.model), repr(c.data)), check_weights),
     (lambda c: repr(c.data), lambda c: check_data_files(c.data)),
+    (lambda c: tuple(c.eval.zero_shot), check_zero_shot_data),
     (lambda c: c.output.dir, check_store),
 )
 

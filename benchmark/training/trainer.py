@@ -15,11 +15,13 @@ from torch import nn
 
 from benchmark.config.run import RunConfig, check
 from benchmark.core.files import CorruptFileError, load_checkpoint, save_checkpoint
-from benchmark.core.precision import autocast_dtype, half_autocast
+from benchmark.core.precision import half_autocast
 from benchmark.data.base import DataSource, build_dataset
 from benchmark.measure.metrics import eval_mode, sparsity_stats
+from benchmark.models.causal_lm import LM_MODELS
 from benchmark.models.registry import build_model
 from benchmark.pruning import MaskStore
+from benchmark.pruning.offload import Placement
 from benchmark.schedules.original import original_warmup_iters
 from benchmark.tasks import Task, get_task
 from benchmark.training.device import configure_kernels, resolve_device, seed_everything, sync
@@ -33,6 +35,7 @@ from benchmark.training.fast_step import (
     uses_channels_last,
 )
 from benchmark.training.loop import EpochLoop, drive
+from benchmark.training.placement import lm_metrics, place_model
 from benchmark.training.state import (
     CheckpointDiscarded,
     TrainState,
@@ -107,8 +110,12 @@ class Trainer(EpochLoop):
         checkpoint_path: Path | None = None,
         parent_state: dict[str, torch.Tensor] | None = None,
         graph_backend: GraphBackend | None = None,
+        placement: Placement | None = None,
     ) -> None:
-        """``graph_backend`` replaces CUDA graph capture (tests replay steps on the CPU)."""
+        """``graph_backend`` replaces CUDA graph capture (tests replay steps on the CPU);
+        ``placement`` where a language model is kept (tests count what moves; default: as
+        ``runtime.offload`` says)."""
+        began = time.perf_counter()
         self.cfg = cfg
         self.checkpoint_path = checkpoint_path
         # One process of a data-parallel run, or the whole run (see benchmark.training.distributed).
@@ -118,6 +125,11 @@ class Trainer(EpochLoop):
         if cfg.runtime.threads > 0:
             torch.set_num_threads(cfg.runtime.threads)
         configure_kernels(self.device, cfg.runtime.deterministic)
+        # A language model's record holds its peak over the whole run, the one-shot prune and
+        # the model's loading included (set before anything is on the device).
+        self.peak_from_start = self.device.type == "cuda" and cfg.model.name in LM_MODELS
+        if self.peak_from_start:
+            torch.cuda.reset_peak_memory_stats(self.device)
         seed_everything(cfg.seed)
         self.data: DataSource = build_dataset(cfg.data, self.device)
         self.task: Task = get_task(self.data.task, cfg)
@@ -130,7 +142,11 @@ class Trainer(EpochLoop):
             # A child starts from its parent's weights, which replace any pretrained ones: it
             # neither needs nor reads the file (its parent did).
             cfg.model.pretrained if parent_state is None else "",
-        ).to(self.device)
+            cfg.model.dtype,
+        )
+        self.placement = place_model(
+            cfg, self.model, self.data.num_classes, self.device, self.dp.world, placement
+        )
         channels_last = uses_channels_last(cfg.runtime.channels_last, self.device.type, self.model)
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
@@ -149,7 +165,10 @@ class Trainer(EpochLoop):
         self.method_epochs = self.method.total_epochs()
         self.total_epochs = self.method_epochs + cfg.finetune.epochs
         self.ipe = self.data.iters_per_epoch()
-        masks = MaskStore(self.task.prunable(self.model, cfg.method.exclude))
+        masks = MaskStore(
+            self.task.prunable(self.model, cfg.method.exclude),
+            getattr(method_cls, "mask_dtype", None),  # bool for the language-model methods
+        )
         check_prunable_set(cfg, masks.num_prunable())
         self.ctx = TrainContext(
             cfg=cfg,
@@ -164,6 +183,8 @@ class Trainer(EpochLoop):
             captured_steps=self.plan.capture,
         )
         self.method.setup(self.ctx, parent_state)
+        # The seconds before training: loading, and a one-shot method's prune and evaluation.
+        self.setup_seconds = time.perf_counter() - began
         self.optimizer = build_optimizer(cfg, self.method.param_groups(), self.plan.tensor_lr)
         self.ctx.optimizer = self.optimizer
         self.device_lrs = (
@@ -183,8 +204,9 @@ class Trainer(EpochLoop):
             run_id=cfg.run_id,
         )
         # No autocast weight cache on the fast path: a cached cast would outlive its graph.
-        # The half precision of the forward (None: fp32).
-        self.half = autocast_dtype(cfg.optim.precision())
+        # The half precision of the forward (None: fp32): optim.bf16 / optim.fp16, or a
+        # language model's half model.dtype (mixed precision).
+        self.half = self.task.autocast_dtype()
         self._autocast = torch.autocast(
             self.device.type,
             dtype=self.half or torch.bfloat16,
@@ -441,7 +463,7 @@ class Trainer(EpochLoop):
         test = self.evaluate("test")
         val = self.evaluate("val")
         last_loss = self.state.history[-1]["train_loss"] if self.state.history else float("nan")
-        return {
+        metrics = {
             "test": test,
             "val": val,
             "train_loss": last_loss,
@@ -449,7 +471,25 @@ class Trainer(EpochLoop):
             **self.task.speedup(self.model, self.data),
             **{k: v for k, v in self.ctx.record.items()},
         }
+        if self.cfg.eval.zero_shot:  # language models: lm-eval's tasks on the final model
+            from benchmark.tasks.zero_shot import evaluate_zero_shot
+
+            metrics["zero_shot"] = evaluate_zero_shot(self.model, self.data.encode, self.cfg)
+        return metrics
+
+    def run_extras(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """A language-model run's extra metrics (:func:`lm_metrics`)."""
+        if self.cfg.model.name not in LM_MODELS:
+            return {}
+        windows = self.ipe * self.data.batch_size
+        tokens_per_s = metrics.get("images_per_s", 0.0) * self.cfg.data.max_length
+        return lm_metrics(self.setup_seconds, self.placement, windows, tokens_per_s)
 
     def final_weights(self) -> dict[str, torch.Tensor]:
-        """The trained model's state dict on the CPU."""
-        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+        """The trained model's state dict on the CPU: copies of device tensors, and of CPU
+        tensors that are views into a larger storage; a CPU tensor of its own is handed over as
+        it is (the run is over: an offloaded 70B model is not copied in host memory again)."""
+        return {
+            k: own_storage(v.detach()) if v.device.type == "cpu" else v.detach().cpu()
+            for k, v in self.model.state_dict().items()
+        }

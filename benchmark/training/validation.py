@@ -17,7 +17,7 @@ from benchmark.core.errors import check
 from benchmark.core.tomlfile import load_toml
 from benchmark.data.base import DATASETS, validate_data_config
 from benchmark.measure.run_latency import validate_latency
-from benchmark.models.causal_lm import validate_lm
+from benchmark.models.causal_lm import LM_MODELS, validate_lm
 from benchmark.models.registry import (
     MODELS,
     validate_model_data,
@@ -26,6 +26,7 @@ from benchmark.models.registry import (
     validate_pretrained,
 )
 from benchmark.schedules.original import validate_schedule
+from benchmark.tasks.zero_shot import validate_zero_shot
 from methods import get_method
 
 # More data-parallel processes than any cluster job here would start.
@@ -54,7 +55,7 @@ def validate(cfg: RunConfig) -> None:
     validate_model_data(cfg.model.name, cfg.data.name)
     validate_model_init(cfg.model.init)
     validate_pretrained(cfg.model.pretrained)
-    validate_lm(cfg.model.name, cfg.model.pretrained, cfg.data.max_length)
+    validate_lm(cfg.model.name, cfg.model.pretrained, cfg.data.max_length, cfg.data.tokenizer)
     validate_model_determinism(cfg.model.name, cfg.runtime.device, cfg.runtime.deterministic)
     bn = cfg.model.batchnorm_processes
     check(
@@ -94,6 +95,7 @@ def validate(cfg: RunConfig) -> None:
     ft = cfg.finetune.epochs
     check(0 <= ft <= MAX_EPOCHS, "finetune.epochs", ft, f"an integer >= 0 and <= {MAX_EPOCHS}")
     check(cfg.eval.val_every >= 1, "eval.val_every", cfg.eval.val_every, "an integer >= 1")
+    validate_zero_shot(cfg, language_model=cfg.model.name in LM_MODELS)
     modes = ("offline", "online", "disabled")
     check(
         cfg.logging.wandb_mode in modes,
@@ -123,7 +125,35 @@ def validate(cfg: RunConfig) -> None:
     )
     validate_latency(cfg)
     method_cls = get_method(m.name)
+    validate_dtype(cfg, getattr(method_cls, "half_precision", False))
     method_cls.validate(cfg)
     # The original schedule spans the epochs it is defined over for this method (the dense
     # parent's for IMP, T0 for BIMP), not necessarily the run's own budget.
     validate_schedule(cfg.schedule, method_cls(cfg).original_epochs())
+
+
+def validate_dtype(cfg: RunConfig, method_allows_half: bool) -> None:
+    """``model.dtype`` other than float32: a language model, a method that runs one in half
+    precision, and no float16 beside ``optim.bf16``."""
+    from benchmark.models.causal_lm import LM_MODELS
+
+    dtype = cfg.model.dtype
+    if dtype == "float32":
+        return
+    check(
+        cfg.model.name in LM_MODELS and method_allows_half,
+        "model.dtype",
+        dtype,
+        "'float32' unless a language model (model.name in "
+        f"{', '.join(LM_MODELS)}) is pruned by a one-shot method (wanda, sparsegpt, "
+        "oneshot_magnitude); other runs train in float32 (bf16 autocast: optim.bf16)",
+    )
+    training = cfg.optim.precision()
+    own = {"bfloat16": "bf16", "float16": "fp16"}[dtype]
+    check(
+        training in ("fp32", own),
+        "model.dtype",
+        dtype,
+        f"one that agrees with optim.{training} = true ({training} autocast of a {dtype} "
+        f"model): {'bfloat16' if training == 'bf16' else 'float16'} or 'float32'",
+    )

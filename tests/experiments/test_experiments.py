@@ -58,6 +58,9 @@ STANDIN_SMOKE = {
     # The language-model tables' smoke grids: CPython's documentation, embedded.
     "llm-oneshot-wikitext2": "pydoc",
     "llm-retraining-perp": "pydoc",
+    "llm-zero-shot": "pydoc",
+    "llm-owl": "pydoc",
+    "llm-ria": "pydoc",
 }
 
 

@@ -113,7 +113,8 @@ def test_local_folder_loads_and_bad_input_is_named_before_compute(tmp_path: Path
     model.save_pretrained(folder)
     cfg = config_from_dict(
         {
-            "data": {"name": "pydoc", "max_length": 32},
+            # A model trained on bytes: its tokenizer is asked for by name.
+            "data": {"name": "pydoc", "max_length": 32, "tokenizer": "bytes"},
             "model": {"name": "causal_lm", "pretrained": str(folder)},
         }
     )
@@ -127,7 +128,10 @@ def test_local_folder_loads_and_bad_input_is_named_before_compute(tmp_path: Path
     with pytest.raises(ConfigError, match="no-such-model") as err:
         validate(
             config_from_dict(
-                {"data": {"name": "pydoc"}, "model": {"name": "causal_lm", "pretrained": missing}}
+                {
+                    "data": {"name": "pydoc", "tokenizer": "bytes"},
+                    "model": {"name": "causal_lm", "pretrained": missing},
+                }
             )
         )
     assert err.value.field == "model.pretrained"

@@ -37,24 +37,57 @@ def test_retraining_spec_plans_every_variant_under_both_schedules(tmp_path) -> N
     assert spec.published_numbers() is None  # PERP's cells were not available as text
 
 
-def test_dry_run_memory_estimates_of_a_7b_model(tmp_path) -> None:
+def _with(cfg, **sections):
+    """``cfg`` with fields of its sections replaced: ``model={"dtype": "float32"}``."""
+    changed = {k: dataclasses.replace(getattr(cfg, k), **v) for k, v in sections.items()}
+    return replace_section(cfg, **changed)
+
+
+def test_memory_estimates_count_half_precision_offload_and_activations(tmp_path) -> None:
     from methods import get_method
 
     runs = get_experiment("llm-oneshot-wikitext2").runs("paper", tmp_path)
-    seven = {r.row: r.cfg for r in runs if r.section == "Llama-2-7B" and r.budget == "2:4"}
-    gib = {row: get_method(c.method.name).memory_estimate(c) / 2**30 for row, c in seven.items()}
-    # fp32 weights of 6.74B parameters; calibration adds 128 x 4096 x 4096 hidden states twice.
-    assert gib["Dense"] == pytest.approx(6.74e9 * 4 / 2**30)
-    assert gib["Magnitude"] == gib["Dense"]  # no calibration
-    assert gib["Dense"] + 16 < gib["Wanda"] < gib["SparseGPT"] < 80
-    full = dataclasses.replace(seven["Magnitude"].method.params, retrain="full")
-    cfg = replace_section(
-        seven["Magnitude"], method=dataclasses.replace(seven["Magnitude"].method, params=full)
-    )
-    assert get_method("oneshot_magnitude").memory_estimate(cfg) == 4 * 4 * 6.74e9
+    cells = {(r.section, r.row): r.cfg for r in runs if r.budget == "2:4" and r.cfg.seed == 0}
+    sparsegpt = get_method("sparsegpt")
+    seven = cells[("Llama-2-7B", "SparseGPT")]
+    # The references load the models in float16: 2 bytes per weight, a byte per keep mask.
+    assert seven.model.dtype == "float16"
+    memory = sparsegpt.memory(seven)
+    assert memory.weights == int(6.74e9 * 2) and memory.masks < 6.74e9
+    gib = {row: get_method(cells[("Llama-2-7B", row)].method.name).memory_estimate(
+        cells[("Llama-2-7B", row)]) / 2**30 for row in ("Dense", "Wanda", "SparseGPT")}  # fmt: skip
+    assert gib["Dense"] < gib["Wanda"] < gib["SparseGPT"] < 80  # 7B is pruned whole
+    in_fp32 = sparsegpt.memory_estimate(_with(seven, model={"dtype": "float32"}))
+    assert in_fp32 > 1.5 * sparsegpt.memory_estimate(seven)
+    # 70B fits no GPU whole; offloaded, one layer and the calibration working set do.
+    seventy = cells[("Llama-2-70B", "SparseGPT")]
+    whole, offloaded = sparsegpt.memory(seventy).peak(False), sparsegpt.memory(seventy).peak(True)
+    assert whole > 180 * 2**30 and offloaded < 40 * 2**30
+    assert sparsegpt.memory_estimate(seventy) == offloaded  # "auto" offloads it
+    assert sparsegpt.memory_estimate(_with(seventy, runtime={"offload": "off"})) == whole
 
 
-def test_paper_scale_dry_run_prints_runs_memory_and_what_measures_the_hours(tmp_path, capsys):
+def test_retraining_memory_counts_activations(tmp_path) -> None:
+    from methods import get_method
+
+    runs = get_experiment("llm-retraining-perp").runs("paper", tmp_path)
+    perp = next(r.cfg for r in runs if r.section == "OPT-13B" and r.row == "PERP + MaskLoRA")
+    method = get_method(perp.method.name)
+    assert perp.model.dtype == "bfloat16"
+    # Without gradient checkpointing every layer's activations (and adapted weights) are kept:
+    # 40 layers x 2 x 2048 tokens x (10 h + 4 ffn) values.
+    on = method.memory(_with(perp, runtime={"grad_checkpointing": "on"}))
+    off = method.memory(_with(perp, runtime={"grad_checkpointing": "off"}))
+    assert off.retraining - on.retraining > 40 * 2 * 2048 * (10 * 5120 + 4 * 20480) * 2 * 0.9
+    assert method.memory_estimate(perp) < 80 * 10**9  # PERP on OPT-13B fits one 80 GB GPU
+    fp32 = _with(perp, model={"dtype": "float32"}, runtime={"grad_checkpointing": "off"})
+    assert method.memory_estimate(fp32) > 100 * 2**30  # the hand count: ~105 GB in fp32
+    full = next(r.cfg for r in runs if r.section == "OPT-13B" and r.row == "Full")
+    # Full retraining: float32 weights, gradients and AdamW's moments of every weight.
+    assert method.memory_estimate(full) > 16 * 12.85e9
+
+
+def test_paper_scale_dry_run_prints_runs_memory_disk_and_what_measures_the_hours(tmp_path, capsys):
     from benchmark.cli import main
 
     assert main(["reproduce", "llm-oneshot-wikitext2", "--scale", "paper", "--dry-run",
@@ -64,5 +97,60 @@ def test_paper_scale_dry_run_prints_runs_memory_and_what_measures_the_hours(tmp_
     assert "21 runs, 21 missing" in text
     seven = next(line for line in text.splitlines() if "Llama-2-7B / SparseGPT" in line)
     assert seven.split()[-1] == "(est.)" and "GiB" in seven  # GPU memory per run, estimated
-    assert "device-hours unknown: no measured images/s of causal_lm/wikitext2" in text
-    assert "one epoch of a real run (prunebench run with --set budget.epochs=1)" in text
+    unknown = next(line for line in text.splitlines() if "no finished one-shot run of" in line)
+    assert "hf:meta-llama/Llama-2-7b-hf/wikitext2 (fp16)" in unknown  # each model its own
+    # Disk: the models' weights in float16, the pruned ones at their density.
+    disk = next(line for line in text.splitlines() if "[reproduce] disk:" in line)
+    assert "not sized" not in disk and " GB" in disk
+
+
+def _record(cfg, device: str, **metrics) -> dict:
+    from benchmark.config.parse import config_to_dict
+
+    return {
+        "run_id": cfg.run_id,
+        "status": "finished",
+        "method": cfg.method.name,
+        "config": config_to_dict(cfg),
+        "metrics": {
+            "test": {"ppl": 9.0, "neg_ppl": -9.0, "top1": 0.5},
+            "val": {"ppl": 9.0, "neg_ppl": -9.0, "top1": 0.5},
+            **metrics,
+        },
+        "environment": {"device": "cuda:0", "device_name": device},
+    }
+
+
+def test_one_shot_runs_are_priced_at_measured_seconds_and_stored_parents_count(tmp_path):
+    from benchmark.cli.costs import cost_text
+    from benchmark.store.results import Store
+
+    spec = get_experiment("llm-oneshot-wikitext2")
+    runs = spec.runs("paper", tmp_path)
+    seven = [r for r in runs if r.section == "Llama-2-7B"]
+    store = Store(tmp_path)
+    groups = {r.row: [(r.cfg.run_id, r.cfg)] for r in seven if r.budget == "2:4"}
+    wanda = groups["Wanda"][0][1]
+    # A finished Wanda run of 7B: 600 s of loading, prune and evaluation (no epochs).
+    store.write(_record(wanda, "H100", setup_seconds=590.0, wall_seconds=10.0))
+    text, est = cost_text(groups, {wanda.run_id}, str(tmp_path))
+    lines = {ln.label: ln for ln in est.lines}
+    assert lines["Wanda"].all_hours == pytest.approx(600 / 3600) and lines["Wanda"].hours == 0
+    # SparseGPT has no run of its own yet: priced at Wanda's seconds, marked "about".
+    assert lines["SparseGPT"].hours == pytest.approx(600 / 3600)
+    assert lines["SparseGPT"].setup_from_other == {"sparsegpt"}
+    assert "~ = about" in text
+
+    smoke = spec.runs("smoke", tmp_path / "smoke")
+    child = next(r.cfg for r in smoke if r.row == "Wanda")
+    from methods import get_method
+
+    parent = get_method(child.method.name)(child).parent_config()
+    assert parent is not None
+    groups = {"Wanda": [(child.run_id, child)]}
+    _, before = cost_text(groups, set(), str(tmp_path / "smoke"))
+    Store(tmp_path / "smoke").write(_record(parent, "H100", images_per_s=10.0, wall_seconds=1.0))
+    _, after = cost_text(groups, set(), str(tmp_path / "smoke"))
+    parents = {ln.label: ln for ln in after.lines}["dense parents"]
+    assert {ln.label: ln for ln in before.lines}["dense parents"].missing == 1
+    assert parents.missing == 0  # a stored dense parent is stored, not missing

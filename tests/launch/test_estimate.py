@@ -176,8 +176,10 @@ def test_calibrate_refuses_bad_flags_before_timing_anything(
     assert "--models = 'nope' is invalid; allowed: models of prunebench" in capsys.readouterr().err
     assert main([*base, "--models", "resnet56:coco"]) == 2
     assert "image-classification dataset" in capsys.readouterr().err
-    assert main([*base, "--models", "resnet56", "--precision", "fp16"]) == 2
-    assert "--precision = 'fp16' is invalid" in capsys.readouterr().err
+    assert main([*base, "--models", "resnet56", "--precision", "fp8"]) == 2
+    assert "--precision = 'fp8' is invalid; allowed: comma-separated fp32, bf16, fp16" in (
+        capsys.readouterr().err
+    )
     assert not tmp_path.joinpath("calibration").exists()
 
 

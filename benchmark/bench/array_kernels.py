@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from benchmark.bench.array import timed
 from benchmark.bench.throughput import (
     SYNTHETIC,
     SyntheticSource,
@@ -56,18 +57,12 @@ HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def seconds_per_call(fn: Callable[[], None], dev: torch.device, iters: int, graph: bool) -> float:
     """Seconds per call of ``fn`` (captured in a CUDA graph first when ``graph``), after warm-up."""
-    for _ in range(3):
-        fn()
-    sync(dev)
     if graph and dev.type == "cuda":
-        fn = CudaGraphBackend(dev).capture(fn)
-        fn()
+        for _ in range(3):  # cuDNN's choices and the allocator's blocks, before capture
+            fn()
         sync(dev)
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    sync(dev)
-    return (time.perf_counter() - start) / iters
+        fn = CudaGraphBackend(dev).capture(fn)
+    return timed(fn, dev, iters)
 
 
 def conv_ways(

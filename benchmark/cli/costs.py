@@ -62,6 +62,21 @@ def add_parsers(sub: Any) -> None:
         metavar="K",
         help="time K runs trained as one array model (submit --array K prices with it)",
     )
+    add_array_layout(cal)
+
+
+def add_array_layout(p: argparse.ArgumentParser) -> None:
+    """The ``--array-layout`` option of the commands that train arrays (and calibrate them)."""
+    from benchmark.training.array import LAYOUTS
+
+    p.add_argument(
+        "--array-layout",
+        default=None,
+        metavar="LAYOUT",
+        help=f"with --array: how an array's forward runs its models, one of {', '.join(LAYOUTS)} "
+        "(default: loop on the CPU; on a GPU grouped for the models it knows, else vmap). The "
+        "layouts agree to float noise, so run ids do not depend on it; each record names it",
+    )
 
 
 def add_estimate_arg(p: argparse.ArgumentParser) -> None:
@@ -108,6 +123,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             raise ConfigError(flag, value, f"an integer >= {low}")
     if args.threads < 0:
         raise ConfigError("--threads", args.threads, "an integer >= 0")
+    if args.array_layout is not None:
+        from benchmark.training.array.fit import check_layout
+
+        check_layout(args.array_layout, args.array)
     import torch
 
     from benchmark.launch.settings import LaunchSettings
@@ -134,12 +153,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         command=command,
         repeats=args.repeats,
         array=args.array,
+        layout=args.array_layout,
     )
     path = write_calibrations(args.store, found)
     for c in found:
         peak = f", peak memory {_bytes(c.peak_memory_bytes)}" if c.peak_memory_bytes else ""
         spread = f"; {c.spread()}" if c.spread() else ""
-        arrayed = f", {c.array} runs as one array" if c.array > 1 else ""
+        arrayed = f", {c.array} runs as one array, {c.layout} layout" if c.array > 1 else ""
         print(
             f"{c.model}/{c.dataset} ({c.precision}{arrayed}) on {c.device}: "
             f"{c.images_per_s:,.0f} images/s (batch {c.batch_size}, {c.timed_iterations} timed "
@@ -182,14 +202,16 @@ def cost_text(
     suggest: str = "cuda",
     array: int = 1,
     parents: Any = None,
+    layout: str | None = None,
 ) -> tuple[str, Any]:
     """The cost lines of ``groups`` of (run id, config) (and their dense parents), and the
     estimate.
 
     ``device``: the ``--estimate-device`` asked for (None: the best-measured device);
     ``suggest``: the device the calibrate command names when nothing is measured; ``array``:
-    runs trained as arrays of up to that many (``--array``), priced at a calibrated array rate;
-    ``parents``: the runs' parents where the caller keeps them (``training.passes.Parents``).
+    runs trained as arrays of up to that many (``--array``), priced at a calibrated array rate
+    of their ``layout`` (``--array-layout``; None: the device's default); ``parents``: the runs'
+    parents where the caller keeps them (``training.passes.Parents``).
     """
     from benchmark.core.textwidth import fit_table, width_of
     from benchmark.launch.estimate import Throughputs, estimate, workload
@@ -200,7 +222,7 @@ def cost_text(
     chosen = throughputs.choose_device(workloads, device)
     parents = Parents() if parents is None else parents
     finished = finished | stored_parents(groups, parents, store)
-    est = estimate(groups, finished, throughputs, chosen, array, parents)
+    est = estimate(groups, finished, throughputs, chosen, array, parents, layout)
     where = chosen or (f"{device} (not measured)" if device else "no measured device")
     what = "training steps at measured images/s"
     if any(has_setup_phase(c) for pairs in groups.values() for _, c in pairs):
@@ -236,7 +258,49 @@ def cost_text(
         lines.append(f"  images/s of {w.text()}: {source}")
     lines += _bound_lines(total, chosen, suggest)
     lines += _unknown_lines(est, store, device or chosen, suggest)
+    lines += _no_array_lines(total, store, device or chosen, suggest, array, layout)
     return "\n".join(lines), est
+
+
+def _no_array_lines(
+    total: Any, store: str, device: str | None, suggest: str, array: int, layout: str | None
+) -> list[str]:
+    """With ``--array K``: the workloads whose runs would train in arrays that no calibrated
+    array rate prices (they are priced at a run's own rate, or unknown), and the command
+    that measures one."""
+    if array <= 1 or not total.no_array:
+        return []
+    names = ", ".join(sorted(w.text() for w in total.no_array))
+    asked = f" ({layout} layout)" if layout else ""
+    flags = f" --array {array}" + (f" --array-layout {layout}" if layout else "")
+    out = [
+        f"  --array {array}: no array rate measured for {names} on {device or 'any device'}"
+        f"{asked}: their runs in arrays are priced at a run's own rate where one is measured; "
+        "measure arrays with"
+    ]
+    return out + _calibrate_commands(total.no_array, store, device or suggest, flags)
+
+
+def _calibrate_commands(workloads: Any, store: str, device: str, flags: str = "") -> list[str]:
+    """The ``prunebench calibrate`` commands (one per precision) that measure ``workloads``
+    (those calibrate can time) on ``device``'s kind, with ``flags``."""
+    from benchmark.training.calibrate import DATASET_INPUTS
+
+    target = "cpu" if device.lower() == "cpu" else "cuda"
+    commands = []
+    for precision in PRECISIONS:
+        models = sorted(
+            f"{w.model}:{w.dataset}"
+            for w in workloads
+            if w.precision == precision and w.dataset in DATASET_INPUTS
+        )
+        if models:
+            extra = "" if precision == "fp32" else f" --precision {precision}"
+            commands.append(
+                f"    prunebench calibrate --device {target} --models {','.join(models)}"
+                f"{extra}{flags} --store {store}"
+            )
+    return commands
 
 
 def stored_parents(groups: Mapping[str, Sequence[Any]], parents: Any, store: str) -> set[str]:
@@ -313,20 +377,7 @@ def _unknown_lines(est: Any, store: str, device: str | None, suggest: str) -> li
 
     where = device or "any device"
     names = ", ".join(w.text() for w in sorted(unknown, key=lambda w: w.text()))
-    commands = []
-    target = "cpu" if (device or suggest).lower() == "cpu" else "cuda"
-    for precision in PRECISIONS:
-        models = sorted(
-            f"{w.model}:{w.dataset}"
-            for w in unknown
-            if w.precision == precision and w.dataset in DATASET_INPUTS
-        )
-        if models:
-            flag = "" if precision == "fp32" else f" --precision {precision}"
-            commands.append(
-                f"    prunebench calibrate --device {target} --models {','.join(models)}"
-                f"{flag} --store {store}"
-            )
+    commands = _calibrate_commands(unknown, store, device or suggest)
     measure = "; measure with" if commands else ""
     out.append(f"  device-hours unknown: no measured images/s of {names} on {where}{measure}")
     out += commands

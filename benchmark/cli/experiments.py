@@ -21,7 +21,7 @@ from benchmark.cli.plan_flags import (
     slice_of,
 )
 from benchmark.cli.stores import require_store
-from benchmark.cli.submission import run_missing
+from benchmark.cli.submission import check_array_flags, run_missing, submit_missing
 from benchmark.config.run import DEFAULT_STORE
 from benchmark.core.errors import ConfigError
 
@@ -352,6 +352,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     check_id(args.id)
     rules = _table_rules(args)  # bad values fail before anything runs
     within = slice_of(args)
+    check_array_flags(args)
     if args.data_root is not None and args.scale != "paper":
         # Smoke runs read the stand-in files reproduce writes where their problems say.
         raise ConfigError("--data-root", args.data_root, "a folder, with --scale paper only")
@@ -374,6 +375,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if args.dry_run:
+        if args.array > 1:  # how the jobs would form arrays, as submit --dry-run says
+            missing = [cfg for run_id, cfg in pairs if run_id not in finished]
+            submit_missing(missing, args.executor, args.store, name=f"{experiment.id}-"
+                           f"{args.scale}", workers=args.workers, profile=args.profile,
+                           array=args.array, array_layout=args.array_layout,
+                           dry_run=True)  # fmt: skip
         print_dry_run(experiment, args.scale, chosen, args.store, finished, args)
         from benchmark.cli.disk import reproduce_disk_line
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark.cli.costs import add_estimate_arg
+from benchmark.cli.costs import add_array_layout, add_estimate_arg
 from benchmark.config.run import DEFAULT_STORE
 
 
@@ -212,6 +212,7 @@ def add_runs_per_gpu(p: argparse.ArgumentParser) -> None:
         "DPF, DNW in arrays of their own method); the others are packed (--runs-per-gpu), with "
         "one line saying why. benchmark.bench.array measures it",
     )
+    add_array_layout(p)
 
 
 def launch_settings(args: argparse.Namespace) -> Any:
@@ -224,6 +225,7 @@ def launch_settings(args: argparse.Namespace) -> Any:
         runs_per_task=args.runs_per_task,
         runs_per_gpu=args.runs_per_gpu,
         array=args.array,
+        array_layout=args.array_layout,
         threads=args.threads,
         max_requeues=args.max_requeues,
         hold=args.hold,
@@ -305,9 +307,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from benchmark.cli.disk import submit_disk_line
 
         gpus = settings.profile is not None and settings.profile.gpus_per_task > 0
-        print_grid_cost(
-            expansion, store, args.estimate_device, settings.executor, gpus, settings.array
-        )
+        print_grid_cost(expansion, store, args.estimate_device, settings.executor, gpus,
+                        settings.array, settings.array_layout)  # fmt: skip
         print(submit_disk_line(result), flush=True)
     if args.wait and settings.executor == "slurm" and not args.dry_run:
         wait_for(result.submitted_runs, store, out=sys.stdout)
@@ -340,9 +341,11 @@ def print_grid_cost(
     executor: str = "local",
     gpus: bool = False,
     array: int = 1,
+    layout: str | None = None,
 ) -> None:
     """A grid's cost per method, for its dense parents and in total (``submit --dry-run``;
-    ``gpus``: the profile asks for GPUs)."""
+    ``gpus``: the profile asks for GPUs; ``array``, ``layout``: ``--array``,
+    ``--array-layout``)."""
     from benchmark.cli.costs import cost_text, suggested_device
     from benchmark.launch import grid_nodes
     from benchmark.store.results import Store
@@ -356,7 +359,7 @@ def print_grid_cost(
     heading = f" of grid {expansion.grid.name}"
     suggest = "cuda" if gpus else suggested_device(executor=executor)
     text, _ = cost_text(groups, finished, str(store), device=device, heading=heading,
-                        suggest=suggest, array=array)  # fmt: skip
+                        suggest=suggest, array=array, layout=layout)  # fmt: skip
     print(text)
 
 

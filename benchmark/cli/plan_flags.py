@@ -195,6 +195,7 @@ def print_dry_run(
         f"; slice: {chosen.within.label()})" if not chosen.within.everything else ")"
     )
     array = getattr(args, "array", 1) or 1
+    layout = getattr(args, "array_layout", None)
     text, full = cost_text(
         groups,
         finished,
@@ -204,6 +205,7 @@ def print_dry_run(
         suggest=suggest,
         array=array,
         parents=chosen.parents,
+        layout=layout,
     )
     print(text, file=sys.stderr)
     if chosen.staged is None:
@@ -214,7 +216,7 @@ def print_dry_run(
     if s.worst_parents:  # counted as runs of their own, like every dense parent
         staged_groups[MAY_NEED] = parent_pairs(chosen, s.worst_parents)
     _, est = cost_text(staged_groups, finished, store, device=device, suggest=suggest, array=array,
-                       parents=chosen.parents)  # fmt: skip
+                       parents=chosen.parents, layout=layout)  # fmt: skip
     bound = "at most " if s.undecided else ""
     parents = f" and up to {len(s.worst_parents):,} more dense parents" if s.worst_parents else ""
     print(

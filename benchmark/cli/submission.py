@@ -49,6 +49,7 @@ def run_missing(
         profile=args.profile,
         runs_per_gpu=args.runs_per_gpu,
         array=args.array,
+        array_layout=args.array_layout,
         retry_failed=args.retry_failed,
     )
 
@@ -63,14 +64,18 @@ def submit_missing(
     profile: str | None = None,
     runs_per_gpu: int = 1,
     array: int = 1,
+    array_layout: str | None = None,
     retry_failed: bool = False,
+    dry_run: bool = False,
 ) -> list[str]:
     """Submit the configs the store has not finished; returns their run ids.
 
     This is the one place that knows how runs are executed: through the launcher
     (``benchmark.launch.submit_grid``: idempotent, skips finished or queued runs, dense parents
     first) as a grid named ``name``. Without the launcher, the local executor runs them here,
-    one after the other, with ``benchmark.training.runner.execute``.
+    one after the other, with ``benchmark.training.runner.execute``. ``dry_run``: nothing runs;
+    with ``array`` > 1 the lines saying how the jobs would form arrays go to stderr, as
+    ``submit --dry-run`` prints them.
     """
     from benchmark.store.results import Store
 
@@ -87,6 +92,8 @@ def submit_missing(
     if launch is None:
         if executor != "local":
             raise ConfigError("--executor", executor, "local (the launcher is not installed)")
+        if dry_run:
+            return [c.run_id for c in missing]
         from benchmark.training.runner import execute
 
         for i, cfg in enumerate(missing, start=1):
@@ -98,15 +105,31 @@ def submit_missing(
         workers=workers,
         runs_per_gpu=runs_per_gpu,
         array=array,
+        array_layout=array_layout,
         profile=launch.load_profile(profile) if profile is not None else None,
     )
     grid = Grid(name=name, base={}, groups=[], methods={}, description=f"prunebench {name}")
     expansion = Expansion(grid, [GridRun(c.run_id, c, {}) for c in missing], len(missing))
+    root = Path(store_dir).resolve()
     result = launch.submit_grid(
-        expansion, Path(store_dir).resolve(), settings, retry_failed=retry_failed, out=sys.stderr
+        expansion, root, settings, retry_failed=retry_failed, out=sys.stderr, dry_run=dry_run
     )
+    if dry_run:
+        from benchmark.launch.arrays import array_lines
+
+        if array > 1:
+            print("\n".join(array_lines(result.specs, array, array_layout)), file=sys.stderr)
+        return [n.run_id for n in result.plan.submit]
     print(result.summary(), file=sys.stderr)
     return list(result.submitted_runs)
+
+
+def check_array_flags(args: Any) -> None:
+    """Refuse ``--array-layout`` naming no layout, or without ``--array K`` > 1."""
+    if args.array_layout is not None:
+        from benchmark.training.array.fit import check_layout
+
+        check_layout(args.array_layout, args.array)
 
 
 def reading_from(configs: list[RunConfig], root: str, scale: str) -> list[RunConfig]:

@@ -110,6 +110,7 @@ class Measurement:
     images_per_epoch: int | None = None
     # A calibration times the dense harness: for another method it is a lower bound on time.
     dense_harness: bool = False
+    array: int = 1  # the runs of the array it was timed in (1: a run alone)
 
 
 @dataclass
@@ -121,8 +122,11 @@ class Throughputs:
     peaks: dict[tuple[Workload, str], int] = field(default_factory=dict)
     epoch_images: dict[Workload, int] = field(default_factory=dict)
     calibrated: dict[tuple[Workload, str], Measurement] = field(default_factory=dict)
-    # (workload, device) -> array size -> images/s of all the array's runs (calibrate --array)
-    arrays: dict[tuple[Workload, str], dict[int, Measurement]] = field(default_factory=dict)
+    # (workload, device) -> (array size, layout) -> images/s of all the array's runs
+    # (calibrate --array)
+    arrays: dict[tuple[Workload, str], dict[tuple[int, str], Measurement]] = field(
+        default_factory=dict
+    )
     # (workload, device, method or "") -> seconds outside training of each finished run with a
     # setup phase (a language model's loading, one-shot prune and evaluations)
     setups: dict[tuple[Workload, str, str], list[float]] = field(default_factory=dict)
@@ -144,8 +148,9 @@ class Throughputs:
             source = f"calibration {path} ({when})"
             found = Measurement(c.images_per_s, source, c.peak_memory_bytes, dense_harness=True)
             if c.array > 1:  # its peak is the whole array's: what must fit on the device
-                found = dataclasses.replace(found, source=f"{source}, arrays of {c.array} runs")
-                out.arrays.setdefault((w, c.device), {})[c.array] = found
+                arrays = f"arrays of {c.array} runs, {c.layout or 'default'} layout"
+                found = dataclasses.replace(found, source=f"{source}, {arrays}", array=c.array)
+                out.arrays.setdefault((w, c.device), {})[(c.array, c.layout)] = found
             else:
                 out.calibrated[(w, c.device)] = found
         return out
@@ -201,16 +206,25 @@ class Throughputs:
         return sorted(found)
 
     def lookup(
-        self, w: Workload, device: str, method: str = "", array: int = 1
+        self, w: Workload, device: str, method: str = "", array: int = 1, layout: str | None = None
     ) -> Measurement | None:
         """The images/s of ``w`` on ``device``: the store's runs (of ``method`` first), else the
         calibration file; None when neither measured it. ``array`` > 1: a run trained in an
-        array of up to that many runs, at the rate of the largest calibrated array that fits
-        (the device-hours of K runs are their images over the array's images/s), if any."""
-        sizes = [k for k in self.arrays.get((w, device), {}) if 1 < k <= array]
-        if sizes:
-            found = self.arrays[(w, device)][max(sizes)]
-            return dataclasses.replace(found, images_per_epoch=self.epoch_images.get(w))
+        array of up to that many runs in ``layout`` (None: the one the device uses for the
+        model unless told), at the rate of the largest calibrated array of that layout that
+        fits (the device-hours of K runs are their images over the array's images/s), if any;
+        else at a run's own rate (its ``array`` is then 1)."""
+        if array > 1:
+            from benchmark.training.array.fit import planned_layout
+
+            wanted = layout or planned_layout(device.split()[0], w.model, w.dataset)
+            timed = self.arrays.get((w, device), {})
+            # A calibration that names no layout (older files) timed the default one.
+            fits = [(k, lay) for k, lay in timed if 1 < k <= array]
+            fits = [(k, lay) for k, lay in fits if lay == wanted or (not lay and not layout)]
+            if fits:
+                found = timed[max(fits)]
+                return dataclasses.replace(found, images_per_epoch=self.epoch_images.get(w))
         for key in ((w, device, method), (w, device, "")):
             rates = self.runs.get(key)
             if rates:
@@ -269,6 +283,9 @@ class CostLine:
     at_dense_rate: set[str] = field(default_factory=set)
     # Whether peak_bytes holds an analytic estimate (Method.memory_estimate), not a measurement.
     peak_estimated: bool = False
+    # Workloads of runs that train in arrays (--array) priced at a run's own rate: no array
+    # of them was calibrated on the device.
+    no_array: set[Workload] = field(default_factory=set)
     # Runs with a setup phase (a one-shot prune) that no finished run of theirs has timed, and
     # the methods priced at another method's setup seconds.
     no_setup: set[Workload] = field(default_factory=set)
@@ -296,6 +313,7 @@ class CostLine:
         if other.peak_bytes:
             self.peak_bytes = max(self.peak_bytes or 0, other.peak_bytes)
         self.peak_estimated |= other.peak_estimated
+        self.no_array |= other.no_array
 
 
 @dataclass
@@ -319,11 +337,13 @@ def estimate(
     device: str | None,
     array: int = 1,
     known: Parents | None = None,
+    layout: str | None = None,
 ) -> Estimate:
     """The cost of each group of runs (run id, config) and of their dense parents (one line),
     on ``device``. A run in several groups counts in the first only; every dense parent once.
-    ``array`` > 1: runs that can share an array are priced at a calibrated array rate;
-    ``known``: the runs' parents where the caller keeps them.
+    ``array`` > 1: runs that can share an array are priced at a calibrated array rate (of
+    arrays in ``layout``; None: the device's default); ``known``: the runs' parents where the
+    caller keeps them.
     """
     known = Parents() if known is None else known
     seen: set[str] = set()
@@ -341,41 +361,53 @@ def estimate(
                 parents.setdefault(*parent)
     dense = [(pid, p) for pid, p in parents.items() if pid not in seen]
     everything = [pair for pairs in mine.values() for pair in pairs] + dense
-    sizes = array_sizes([cfg for _, cfg in everything], array) if array > 1 else {}
-    lines = [
-        _line(label, pairs, finished, throughputs, device, sources, sizes)
-        for label, pairs in mine.items()
-    ]
+    sizes = array_sizes([cfg for _, cfg in everything], array, layout) if array > 1 else {}
+    priced = _Pricing(throughputs, device, sources, sizes, layout)
+    lines = [_line(label, pairs, finished, priced) for label, pairs in mine.items()]
     if dense:
-        lines.append(_line(DENSE_PARENTS, dense, finished, throughputs, device, sources, sizes))
+        lines.append(_line(DENSE_PARENTS, dense, finished, priced))
     total = CostLine("total")
     for line in lines:
         total.add(line)
     return Estimate(lines, total, device, sources)
 
 
-def array_sizes(cfgs: Sequence[RunConfig], size: int) -> dict[str, int]:
-    """The size of the array each run of ``cfgs`` trains in with ``--array size`` (by run id;
-    runs left to pack are absent), as benchmark.training.array.fit.form_arrays forms arrays
-    from the whole plan: a group of 3 compatible runs is an array of 3, priced at a calibrated
-    array of at most 3 runs, not at the largest one. (A job forms arrays from its own runs, so
-    where a job splits a group its arrays come out smaller than these.)"""
-    from benchmark.training.array.fit import form_arrays
+def array_sizes(
+    cfgs: Sequence[RunConfig], size: int, layout: str | None = None
+) -> dict[str, tuple[int, float]]:
+    """The array each run of ``cfgs`` trains in with ``--array size`` (by run id; runs left to
+    pack are absent): its slots and how full they stay (its runs' passes over its slots times
+    the epochs it takes), as benchmark.training.array.fit.form_arrays forms arrays from the
+    whole plan: 3 compatible runs are an array of 3 slots, priced at a calibrated array of at
+    most 3 runs, not at the largest one. (A job forms arrays from its own runs, so where a job
+    splits a group its arrays come out smaller than these.)"""
+    from benchmark.training.array.fit import array_span, form_arrays
 
-    arrays, _rest, _why = form_arrays(list(cfgs), size)
-    return {cfg.run_id: len(chunk) for chunk in arrays for cfg in chunk}
+    arrays, _rest, _why = form_arrays(list(cfgs), size, layout)
+    out: dict[str, tuple[int, float]] = {}
+    for group in arrays:
+        slots, passes = min(size, len(group)), [run_passes(c) for c in group]
+        fill = sum(passes) / (slots * array_span(passes, slots))
+        out.update({cfg.run_id: (slots, fill) for cfg in group})
+    return out
+
+
+@dataclass
+class _Pricing:
+    """What prices a run: the measurements, the device, the arrays the runs form."""
+
+    throughputs: Throughputs
+    device: str | None
+    sources: dict[Workload, str]  # filled in: every source a workload's rates come from
+    sizes: Mapping[str, tuple[int, float]]  # run id -> its array's slots and fill
+    layout: str | None
 
 
 def _line(
-    label: str,
-    pairs: Sequence[tuple[str, RunConfig]],
-    finished: set[str],
-    throughputs: Throughputs,
-    device: str | None,
-    sources: dict[Workload, str],
-    sizes: Mapping[str, int],
+    label: str, pairs: Sequence[tuple[str, RunConfig]], finished: set[str], priced: _Pricing
 ) -> CostLine:
     line = CostLine(label, runs=len(pairs))
+    device, sources = priced.device, priced.sources
     for run_id, cfg in pairs:
         passes = run_passes(cfg)
         missing = run_id not in finished
@@ -384,13 +416,17 @@ def _line(
         line.missing_passes += passes * missing
         w = workload(cfg)
         if has_setup_phase(cfg):
-            _add_setup(line, cfg, w, device, throughputs, missing)
+            _add_setup(line, cfg, w, device, priced.throughputs, missing)
             if passes == 0:  # nothing trained: no images/s to look up
                 if not _add_memory_estimate(line, cfg):
                     line.no_peak.add(w)
                 continue
-        k = sizes.get(run_id, 1)
-        found = throughputs.lookup(w, device, cfg.method.name, k) if device else None
+        k, fill = priced.sizes.get(run_id, (1, 1.0))
+        found = None
+        if device:
+            found = priced.throughputs.lookup(w, device, cfg.method.name, k, priced.layout)
+        if k > 1 and (found is None or found.array == 1):
+            line.no_array.add(w)
         if found is None:
             line.unknown.add(w)
             if not _add_memory_estimate(line, cfg):
@@ -410,7 +446,8 @@ def _line(
         if images is None:
             line.no_size.add(cfg.data.name)
             continue
-        hours = passes * images / found.images_per_s / 3600.0
+        # An array's empty slots cost what full ones do: its runs' hours over its fill.
+        hours = passes * images / found.images_per_s / 3600.0 / (fill if found.array > 1 else 1)
         line.all_hours += hours
         line.hours += hours * missing
     return line

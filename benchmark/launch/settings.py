@@ -22,6 +22,9 @@ class LaunchSettings:
     runs_per_gpu: int = 1
     # Compatible runs a job trains as one array model (benchmark.training.array).
     array: int = 1
+    # Their forward's layout (benchmark.training.array.stack.LAYOUTS; None: the device's
+    # default). Not part of any run id: the layouts agree to float noise.
+    array_layout: str | None = None
     threads: int = 0  # --threads: every run's torch threads (0: see run_threads)
     profile: SlurmProfile | None = None
     local_time_min: float = 0.0  # local: a time limit per worker (0: none)
@@ -37,6 +40,10 @@ class LaunchSettings:
         check(self.runs_per_task >= 1, "--runs-per-task", self.runs_per_task, "an integer >= 1")
         check(self.runs_per_gpu >= 1, "--runs-per-gpu", self.runs_per_gpu, "an integer >= 1")
         check(self.array >= 1, "--array", self.array, "an integer >= 1")
+        if self.array_layout is not None:  # (torch only then: status queries stay light)
+            from benchmark.training.array.fit import check_layout
+
+            check_layout(self.array_layout, self.array)
         check(self.threads >= 0, "--threads", self.threads, "an integer >= 0 (0: derived)")
         check(self.max_requeues >= 0, "--max-requeues", self.max_requeues, "an integer >= 0")
         check(self.local_time_min >= 0, "--time-min", self.local_time_min, "minutes >= 0")

@@ -58,11 +58,10 @@ class SubmitResult:
     arrays: list[str] = field(default_factory=list)  # one line per submitted array / level
     dry_run: bool = False
     submitted_runs: list[str] = field(default_factory=list)
-    runs_per_gpu: int = 1
     # Local workers of earlier submissions that ended without results: pid -> runs.
     dead_workers: dict[str, list[str]] = field(default_factory=dict)
     outlived: dict[str, Any] = field(default_factory=dict)  # their runs still trained: owner
-    array: int = 1
+    settings: LaunchSettings = field(default_factory=LaunchSettings)  # --runs-per-gpu, --array
 
     def summary(self) -> str:
         """A few lines for the terminal."""
@@ -86,13 +85,14 @@ class SubmitResult:
                     f"{_plural(len(self.jobs), 'job')} ({self.executor}, grid {self.grid})"
                 )
             lines += [f"  {a}" for a in self.arrays]
-        if self.runs_per_gpu > 1:
+        runs_per_gpu, array = self.settings.runs_per_gpu, self.settings.array
+        if runs_per_gpu > 1:
             lines.append(
-                f"  each job trains up to {self.runs_per_gpu} runs at once on its device, in one "
+                f"  each job trains up to {runs_per_gpu} runs at once on its device, in one "
                 "process (--runs-per-gpu)"
             )
-        if self.array > 1:
-            lines += array_lines(self.specs, self.array)
+        if array > 1:
+            lines += array_lines(self.specs, array, self.settings.array_layout)
         lines.append(
             f"skipped: {len(p.finished)} finished, {len(p.active)} already queued or running, "
             f"{len(p.failed)} failed (resubmit with --retry-failed), "
@@ -145,8 +145,7 @@ def submit_grid(
         result = SubmitResult(grid.name, settings.executor, plan, dry_run=dry_run)
         result.dead_workers = dead_local_workers(index, records, states)
         result.outlived = outliving_tasks(Store(store), sum(result.dead_workers.values(), []))
-        result.runs_per_gpu = settings.runs_per_gpu
-        result.array = settings.array
+        result.settings = settings
         if settings.executor == "slurm":
             levels = slurm_specs(plan, settings.task_runs())
         else:
@@ -458,7 +457,8 @@ def _threads_note(nodes: Sequence[Node], settings: LaunchSettings) -> str:
 def _task(nodes: Sequence[Node], settings: LaunchSettings, isolate: bool = True) -> GridTask:
     """The job of ``nodes``: their configs with the threads the one rule gives them."""
     configs = [with_threads(n.cfg, settings) for n in nodes]
-    return GridTask(configs, isolate=isolate, pack=settings.runs_per_gpu, array=settings.array)
+    pack, array, layout = settings.runs_per_gpu, settings.array, settings.array_layout
+    return GridTask(configs, isolate=isolate, pack=pack, array=array, layout=layout)
 
 
 def _check_data_parallel(nodes: list[Node], settings: LaunchSettings) -> None:

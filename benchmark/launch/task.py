@@ -43,6 +43,7 @@ class GridTask(submitit.helpers.Checkpointable):
         isolate: bool = True,
         pack: int = 1,
         array: int = 1,
+        layout: str | None = None,
     ) -> None:
         # ``threads``: for runs whose config leaves runtime.threads at 0 only (an explicit value
         # is never replaced; the submitter resolves threads by LaunchSettings.run_threads).
@@ -53,8 +54,10 @@ class GridTask(submitit.helpers.Checkpointable):
         self.isolate = isolate
         # pack: runs trained at once on the job's device (benchmark.training.packing).
         self.pack = pack
-        # array: compatible runs trained as one array model (benchmark.training.array).
+        # array: compatible runs trained as one array model (benchmark.training.array), in
+        # ``layout`` (None: the device's default).
         self.array = array
+        self.layout = layout
 
     def __call__(self) -> dict[str, str]:
         from benchmark.training.distributed import job_process_group
@@ -145,17 +148,24 @@ class GridTask(submitit.helpers.Checkpointable):
         return outcome
 
     def _run_arrays(self, todo: list[RunConfig], outcome: dict[str, str]) -> list[RunConfig]:
-        """Train the arrays ``todo`` forms (``array`` > 1); returns the runs left to pack."""
+        """Train the arrays ``todo`` forms (``array`` > 1: each through up to that many slots,
+        a run that ends giving its slot to the next); returns the runs left to pack."""
         if self.array <= 1:
             return todo
-        from benchmark.training.array.fit import execute_array, form_arrays
+        from benchmark.training.array.fit import ALONE, execute_array, form_arrays
 
-        arrays, rest, why = form_arrays(todo, self.array)
+        arrays, rest, why = form_arrays(todo, self.array, self.layout)
+        # A run left alone that has a checkpoint may have trained in an array (the others of it
+        # finished before a kill): it goes on in an array if its checkpoint says so.
+        again = [c for c in rest if why[c.run_id] == ALONE and _has_checkpoint(c)]
+        arrays += [[c] for c in again]
+        rest = [c for c in rest if c not in again]
         for cfg in rest:
             _log(f"run {cfg.run_id}: packed, not in an array: {why[cfg.run_id]}")
         for array in arrays:
-            _log(f"training {len(array)} runs as one array: {', '.join(c.run_id for c in array)}")
-            for cfg, result in zip(array, execute_array(array), strict=True):
+            # execute_array says whether they train as an array or packed, once it knows.
+            results = execute_array(array, layout=self.layout, size=self.array, log=_log)
+            for cfg, result in zip(array, results, strict=True):
                 outcome[cfg.run_id] = self._outcome(cfg, result)
         return rest
 
@@ -175,6 +185,10 @@ class GridTask(submitit.helpers.Checkpointable):
         _log(f"run {rid}: FAILED ({type(result).__name__}: {result})")
         _record_failure(Store(cfg.output.dir), cfg, result)
         return FAILED
+
+
+def _has_checkpoint(cfg: RunConfig) -> bool:
+    return Store(cfg.output.dir).checkpoint_path(cfg.run_id).exists()
 
 
 def _with_default_threads(cfg: RunConfig, threads: int) -> RunConfig:

@@ -40,6 +40,8 @@ class Calibration:
     command: str = ""
     # Runs trained as one array model (benchmark.training.array); images_per_s is of all of them.
     array: int = 1
+    # The array's layout (benchmark.training.array.stack.LAYOUTS; "" for a single run).
+    layout: str = ""
     threads: int = 0  # torch threads it ran with (0: not recorded, files before issue 35)
     # images/s of each repeated timing; images_per_s is their median
     timings: tuple[float, ...] = ()
@@ -52,10 +54,10 @@ class Calibration:
         return f"median of {len(self.timings)} timings, {low:,.0f}-{high:,.0f} images/s"
 
     @property
-    def key(self) -> tuple[str, str, str, str, int]:
-        """(model, dataset, precision, device, array size): what a later measurement of the same
-        replaces."""
-        return (self.model, self.dataset, self.precision, self.device, self.array)
+    def key(self) -> tuple[str, str, str, str, int, str]:
+        """(model, dataset, precision, device, array size, layout): what a later measurement of
+        the same replaces."""
+        return (self.model, self.dataset, self.precision, self.device, self.array, self.layout)
 
 
 def calibration_path(store: str | Path) -> Path:
@@ -92,7 +94,7 @@ def _entry(fields_: dict[str, Any]) -> Calibration:
 
 def write_calibrations(store: str | Path, new: list[Calibration]) -> Path:
     """Add ``new`` to the store's calibration file, replacing earlier measurements of the same
-    (model, dataset, precision, device, array size); returns the file's path."""
+    (model, dataset, precision, device, array size, layout); returns the file's path."""
     path = calibration_path(store)
     make_dirs(path.parent)
     kept = {c.key: c for c in read_calibrations(store)}

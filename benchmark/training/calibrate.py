@@ -131,13 +131,17 @@ def measure(
     command: str = "",
     repeats: int = 3,
     array: int = 1,
+    layout: str | None = None,
 ) -> Calibration:
     """Time ``steps`` training iterations of ``target`` on ``device`` (after the warm-up),
     ``repeats`` times with fresh trainers each; keeps the median and every timing. With ``array``
-    > 1, of that many runs trained as one array model (images/s of all of them)."""
-    timings, peak, used = [], None, 0
+    > 1, of that many runs trained as one array model in ``layout`` (None: the device's default)
+    (images/s of all of them)."""
+    timings, peak, used, chosen = [], None, 0, ""
     for _ in range(repeats):
-        rate, peak, used = _time_once(target, device, precision, batch, steps, threads, array)
+        rate, peak, used, chosen = _time_once(
+            target, device, precision, batch, steps, threads, array, layout
+        )
         timings.append(rate)
     shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
     dev = resolve_device(device)
@@ -157,6 +161,7 @@ def measure(
         threads=used,
         timings=tuple(timings),
         array=array,
+        layout=chosen,
     )
 
 
@@ -168,8 +173,11 @@ def _time_once(
     steps: int,
     threads: int,
     array: int = 1,
-) -> tuple[float, int | None, int]:
-    """One timing: (images/s, peak device memory or None, torch threads used)."""
+    layout: str | None = None,
+) -> tuple[float, int | None, int, str]:
+    """One timing: (images/s, peak device memory or None, torch threads used, the array's
+    layout or "")."""
+    chosen = ""
     shape, classes, paper_batch = DATASET_INPUTS[target.dataset]
     batch = batch or paper_batch
     dev = resolve_device(device)
@@ -210,7 +218,8 @@ def _time_once(
                 why = why_not_together(trainers)
                 if why:  # such runs train packed: an array rate of them would never be used
                     raise ConfigError("--array", array, f"1 for {target.model} ({why})")
-                ArrayStep(trainers, default_layout(dev.type, trainers[0].model))
+                chosen = layout or default_layout(dev.type, trainers[0].model)
+                ArrayStep(trainers, chosen)
                 array_epoch(trainers, 0, [RngState.capture(dev) for _ in trainers])
             else:
                 trainers[0].train_epoch(0)
@@ -220,7 +229,7 @@ def _time_once(
         DATASETS.discard(SYNTHETIC)
     peak = int(torch.cuda.max_memory_allocated(dev)) if dev.type == "cuda" else None
     # An array's runs share one wall-clock: the array's rate is each run's times K.
-    return throughput.images_per_s * array, peak, used
+    return throughput.images_per_s * array, peak, used, chosen
 
 
 def calibrate(
@@ -234,9 +243,10 @@ def calibrate(
     command: str = "",
     repeats: int = 3,
     array: int = 1,
+    layout: str | None = None,
 ) -> list[Calibration]:
     """One measurement (of ``repeats`` timings) per target and precision (of arrays of
-    ``array`` runs when > 1)."""
+    ``array`` runs in ``layout`` when > 1)."""
     return [
         measure(
             t,
@@ -248,6 +258,7 @@ def calibrate(
             command=command,
             repeats=repeats,
             array=array,
+            layout=layout,
         )
         for t in targets
         for p in precisions

@@ -29,8 +29,15 @@ DATASET_SHAPES: dict[str, tuple[int, tuple[int, int, int]]] = {
     "cityscapes": (19, (3, 64, 64)),
     "wmt16": (32128, (1, 1, 128)),
 }
-# The task each dataset is trained with (its exclusions leave layers out of the prunable set).
-DATASET_TASKS = {"coco": "segmentation", "cityscapes": "segmentation", "wmt16": "translation"}
+# The task each dataset is trained with, where not classification (its exclusions leave layers
+# out of the prunable set; an array trains classification only).
+DATASET_TASKS = {
+    "coco": "segmentation",
+    "cityscapes": "segmentation",
+    "wmt16": "translation",
+    "wikitext2": "causal_lm",
+    "pydoc": "causal_lm",
+}
 
 
 @functools.cache

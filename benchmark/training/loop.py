@@ -209,6 +209,9 @@ class EpochLoop:
         metrics["epoch_phases"] = [dict(p) for p in self.state.epoch_phases]
         metrics["wall_seconds"] = wall_before + time.perf_counter() - start
         metrics["step"] = self.step_record()
+        if self.state.array is not None:
+            # Kept in the checkpoints: a run resumed alone still says the array it trained in.
+            metrics["array"] = dict(self.state.array)
         # What a cost estimate of later runs needs (benchmark.launch.estimate): the images of one
         # epoch and, on a GPU, the device memory this run needed at its peak (this process's part).
         metrics["train_images_per_epoch"] = math.ceil(

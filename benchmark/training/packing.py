@@ -119,48 +119,62 @@ class PackedRun:
             self.turns += 1
 
 
-def drive_packed(runs: Sequence[PackedRun]) -> None:
+def drive_packed(
+    runs: Sequence[PackedRun], refill: Callable[[], list[PackedRun]] | None = None
+) -> None:
     """Advance every run one step in turn until all have ended (each with a result or error).
 
     ``on_done`` and ``on_error`` run in the run's own turn (its stream, its generators). A run
     that raises, in a step or in ``on_done``, is ended with ``on_error`` and the others go on;
-    KeyboardInterrupt and SystemExit stop the whole pack.
+    KeyboardInterrupt and SystemExit stop the whole pack. ``refill``, called after every turn
+    (outside it), gives the runs that start now (in the place of one that ended): each takes
+    its first turn in the same round as the others' next.
     """
     active = list(runs)
     # The caller's generators, saved once: each turn sets the run's own, so there is nothing to
     # restore between two turns.
     outer = {run.device: RngState.capture(run.device) for run in runs}
     try:
-        _drive(active)
+        _drive(active, refill or list)
     finally:
         for device, state in outer.items():
             state.restore(device)
 
 
-def _drive(active: list[PackedRun]) -> None:
+def _drive(active: list[PackedRun], refill: Callable[[], list[PackedRun]]) -> None:
     """Turn the ``active`` runs until none is left (:func:`drive_packed`)."""
     while active:
-        for run in list(active):
-            with run.turn():
-                try:
-                    next(run.steps)
-                    continue
-                except StopIteration as done:
-                    run.result = done.value
-                except (KeyboardInterrupt, SystemExit):
-                    raise
-                except Exception as err:  # noqa: BLE001 - one run's failure is its own
-                    run.error = err
-                active.remove(run)
-                if run.error is None:
-                    try:
-                        run.on_done(run.result)
-                    except (KeyboardInterrupt, SystemExit):
-                        raise
-                    except Exception as err:  # noqa: BLE001
-                        run.error = err
-                if run.error is not None:
-                    run.on_error(run.error)
+        round_ = list(active)
+        while round_:
+            run = round_.pop(0)
+            _turn(run, active)
+            joining = refill()
+            active += joining
+            round_ += joining
+
+
+def _turn(run: PackedRun, active: list[PackedRun]) -> None:
+    """One step of ``run``; an ended run leaves ``active`` (:func:`drive_packed`)."""
+    with run.turn():
+        try:
+            next(run.steps)
+            return
+        except StopIteration as done:
+            run.result = done.value
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as err:  # noqa: BLE001 - one run's failure is its own
+            run.error = err
+        active.remove(run)
+        if run.error is None:
+            try:
+                run.on_done(run.result)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as err:  # noqa: BLE001
+                run.error = err
+        if run.error is not None:
+            run.on_error(run.error)
 
 
 def execute_packed(

@@ -74,6 +74,9 @@ class TrainState:
     # "train"; "method" is the method's epoch-boundary hooks: its prunes and what they
     # measure); an epoch written by a checkpoint lacks only its own "checkpoint" entry.
     epoch_phases: list[dict[str, float]] = field(default_factory=list)
+    # The array model the run trained in (benchmark.training.array): its slots, layout and
+    # every run that stepped beside it, merged over resumes; None for a run trained alone.
+    array: dict[str, Any] | None = None
 
 
 def train_state_from_plain(data: dict[str, Any]) -> TrainState:

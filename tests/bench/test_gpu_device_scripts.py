@@ -113,3 +113,23 @@ def test_each_device_script_command_runs_on_the_cpu(
     mode, setting = args[args.index("--modes") + 1], args[args.index("--compile") + 1]
     assert re.search(rf"^cnn_small {mode} compile={setting}\s+K\s+array grouped\s+timed", out, re.M)
     assert re.search(r"^\s+2(\s+[\d,]+){3}\s+(-|[\d,]+)\s+(-|[\d,]+)$", out, re.M), out
+
+
+def test_the_kernel_benchmark_prints_each_way_each_variant_and_a_breakdown(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import benchmark.bench.array_kernels as kernels
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **_: fn)  # compiling: test_array_capture
+    kernels.main(["--device", "cpu", "--tiny", "--k", "2", "--precisions", "bf16",
+                  "--variants", "base,wcl+fp16,compile"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert re.search(r"^bf16 K=2 .*grouped .*grouped wcl .*separate .*streams .*fastest", out, re.M)
+    for variant in ("base", "wcl\\+fp16", "compile"):
+        assert re.search(rf"^bf16 K=2 +{variant} [\d,]+ ", out, re.M), (variant, out)
+    assert re.search(r"^  convolution +[\d.]+ ms", out, re.M), out
+    with pytest.raises(SystemExit):
+        kernels.main(["--variants", "base,turbo"])
+    assert "--variants = 'base,turbo' is invalid; allowed: base, wcl, fp16, compile" in (
+        capsys.readouterr().err
+    )

@@ -16,12 +16,13 @@ import pytest
 import torch
 from helpers import tiny_config
 
+from benchmark.config.run import RunConfig
 from benchmark.core.errors import ConfigError
 from benchmark.core.files import load_checkpoint
 from benchmark.store.results import Store
 from benchmark.training.array import fit
 from benchmark.training.array.check import BIMP, check_array, compare, four_runs, losses
-from benchmark.training.array.fit import execute_array, form_arrays
+from benchmark.training.array.fit import array_span, execute_array, form_arrays
 from benchmark.training.runner import execute
 from benchmark.training.trainer import Trainer
 
@@ -32,17 +33,19 @@ ON_CPU = "runtime.device='cpu'"
 
 
 @pytest.mark.slow
-def test_an_array_of_four_runs_equals_them_alone_within_the_float_noise_floor(
+def test_an_array_whose_slots_are_reused_equals_its_runs_alone_within_the_noise_floor(
     tmp_path: Path,
 ) -> None:
-    # The noise floor: the runs alone at 2 threads (another split of every reduction).
-    comparison, array = check_array(tmp_path, "runtime.threads=2", extra=[ON_CPU])
+    # The noise floor: the runs alone at 2 threads (another split of every reduction). Three
+    # slots: the fourth run takes the slot of the second (2 epochs) while the others train on.
+    comparison, array = check_array(tmp_path, "runtime.threads=2", extra=[ON_CPU], slots=3)
     print(comparison.text())
     assert comparison.holds(), comparison.text()
     ids = [c.run_id for c in four_runs(tmp_path, ON_CPU)]
-    for rid, many in zip(ids, array, strict=True):
+    beside = [ids, ids[:3], ids, [ids[0], ids[3], ids[2]]]
+    for rid, many, runs in zip(ids, array, beside, strict=True):
         assert many["run_id"] == rid  # the run id does not change
-        assert many["metrics"]["array"] == {"size": 4, "runs": ids, "layout": "vmap"}
+        assert many["metrics"]["array"] == {"size": 3, "runs": runs, "layout": "vmap"}
         assert many["metrics"]["step"]["eager_iterations"] > 0
 
 
@@ -118,20 +121,25 @@ def test_a_diverging_run_ends_alone_and_the_others_finish(tmp_path: Path) -> Non
 def test_a_grid_forms_arrays_of_compatible_runs_and_packs_the_rest(tmp_path: Path) -> None:
     runs = four_runs(tmp_path)
     soft = tiny_config(tmp_path, "method.name=str", "budget.epochs=3")
+    # Runs of any number of epochs share an array: a run that ends gives its slot to the next.
     longer = tiny_config(tmp_path, "method.name=dense", "budget.epochs=4")
     # DPF's hook between backward and step runs per run: two DPF runs share an array of
     # their own, not one with the BIMP and GMP runs.
     dpfs = [
         tiny_config(tmp_path, "method.name=dpf", "budget.epochs=3", f"seed={s}") for s in (0, 1)
     ]
-    arrays, rest, why = form_arrays([*runs, soft, longer, *dpfs], size=3)
+    wider = tiny_config(tmp_path, "method.name=dense", "model.name=cnn_wide")
+    arrays, rest, why = form_arrays([*runs, soft, longer, *dpfs, wider], size=3)
+    # Longest first (4, 3, 3, 3 and 2 epochs): the shortest fill the slots at the end.
     assert [[c.run_id for c in a] for a in arrays] == [
-        [c.run_id for c in runs[:3]],
+        [c.run_id for c in (longer, runs[0], runs[2], runs[3], runs[1])],
         [c.run_id for c in dpfs],
     ]
-    assert [c.run_id for c in rest] == [soft.run_id, runs[3].run_id, longer.run_id]
+    assert [c.run_id for c in rest] == [soft.run_id, wider.run_id]
     assert "per-iteration hook" in why[soft.run_id]
-    assert "no other run" in why[longer.run_id]
+    assert "no other run" in why[wider.run_id]
+    # Three slots: the 4-epoch run in one, the others in turn in the other two.
+    assert array_span([4, 3, 3, 3, 2], 3) == 6 and array_span([4, 3, 3, 3, 2], 8) == 4
 
 
 def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
@@ -153,31 +161,172 @@ def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
         execute_array([four_runs(tmp_path)[0], adamw])
 
 
-def test_runs_of_another_task_train_packed_not_as_an_array(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Language-model runs with the SGD optimizer pass the config checks, but their model takes
-    keyword inputs and returns a structured output: they train packed, with the reason said."""
+def test_runs_that_would_train_packed_are_left_out_of_arrays_when_planned(tmp_path: Path) -> None:
+    """What the run would find when it starts (its data set's task, its model's modules, the
+    layout asked for) decides before it runs, so a dry run counts as arrays only what trains
+    as arrays."""
     from benchmark.config.parse import config_from_dict
-    from benchmark.training.validation import validate
 
-    def lm(seed: int):  # noqa: ANN202 - a RunConfig
-        cfg = config_from_dict(
+    def cfg(data: str, model: str, seed: int, **data_extra: object) -> RunConfig:
+        return config_from_dict(
             {
                 "seed": seed,
-                "data": {"name": "pydoc", "max_length": 32, "batch_size": 4, "epoch_iters": 2},
-                "model": {"name": "llama_tiny"},
+                "data": {"name": data, **data_extra},
+                "model": {"name": model},
                 "method": {"name": "dense"},
-                "budget": {"epochs": 1},
-                "runtime": {"device": "cpu", "threads": 1},
-                "logging": {"progress": False},
-                "output": {"dir": str(tmp_path / "runs")},
+                "output": {"dir": str(tmp_path)},
             }
         )
-        validate(cfg)
-        return cfg
 
-    out = execute_array([lm(0), lm(1)])
-    assert all(isinstance(r, dict) and r["status"] == "finished" for r in out), out
-    assert "packed, not as an array: the causal_lm task" in capsys.readouterr().err
-    assert all("array" not in r["metrics"] for r in out)
+    pairs = {
+        "the causal_lm task": [cfg("pydoc", "llama_tiny", s, max_length=32) for s in (0, 1)],
+        "the segmentation task": [cfg("coco", "deeplabv3_tiny", s) for s in (0, 1)],
+        "draws random numbers in its forward (Dropout)": [
+            cfg("cifar10", "wrn28_10", s) for s in (0, 1)
+        ],
+    }
+    for reason, runs in pairs.items():
+        arrays, rest, why = form_arrays(runs, 4)
+        assert not arrays and rest == runs
+        assert all(reason in why[c.run_id] for c in runs), why
+    resnets = [cfg("imagenet", "resnet50", s) for s in (0, 1)]
+    assert form_arrays(resnets, 4)[0] == [resnets]
+    arrays, _, why = form_arrays(resnets, 4, "grouped")
+    assert not arrays and "grouped array layout cannot run the model" in why[resnets[0].run_id]
+
+
+def _same_runs(whole: list, again: list, stores: tuple[Path, Path]) -> None:
+    """Every run of ``again`` (resumed) is bit for bit the uninterrupted one of ``whole``,
+    and says it trained in the same array."""
+    for one, other in zip(whole, again, strict=True):
+        assert isinstance(one, dict) and isinstance(other, dict), other
+        assert losses(other) == losses(one)
+        assert other["metrics"]["test"] == one["metrics"]["test"]
+        assert other["metrics"]["array"] == one["metrics"]["array"]
+        w1 = load_checkpoint(Store(stores[0]).weights_path(one["run_id"]))
+        w2 = load_checkpoint(Store(stores[1]).weights_path(other["run_id"]))
+        assert all(torch.equal(w1[k], w2[k]) for k in w1)
+
+
+def test_an_array_killed_between_its_runs_checkpoints_resumes_as_the_same_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill after one run has checkpointed an epoch and before the other has: the rerun
+    trains them in one array again (one an epoch ahead of the other), as uninterrupted."""
+    uninterrupted = execute_array(four_runs(tmp_path / "whole", ON_CPU)[::3])
+    original = Trainer.write_checkpoint
+
+    def save_then_die(self: Trainer) -> None:
+        original(self)
+        if self.state.epoch == 2 and self.cfg.method.name == "bimp":
+            raise SystemExit(3)  # the BIMP run wrote epoch 2, the GMP run is at epoch 1
+
+    monkeypatch.setattr(Trainer, "write_checkpoint", save_then_die)
+    with pytest.raises(SystemExit):
+        execute_array(four_runs(tmp_path / "killed", ON_CPU)[::3])
+    monkeypatch.setattr(Trainer, "write_checkpoint", original)
+    resumed = execute_array(four_runs(tmp_path / "killed", ON_CPU)[::3])
+    assert all(r["resumed"] for r in resumed)
+    _same_runs(uninterrupted, resumed, (tmp_path / "whole", tmp_path / "killed"))
+
+
+def test_an_array_killed_in_its_runs_final_writes_finishes_the_others_in_an_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kill right after the first run's result is written: the other run resumes from its
+    checkpoint of the epoch before and trains its last epoch in an array (of one), not alone;
+    its record names the array it trained in."""
+    from benchmark.launch.task import GridTask
+    from benchmark.training.runner import Session
+
+    uninterrupted = execute_array(four_runs(tmp_path / "whole", ON_CPU)[::3])
+    original = Session.finish
+
+    def finish_then_die(self: Session, metrics: dict) -> dict:
+        record = original(self, metrics)
+        if self.cfg.method.name == "bimp":
+            raise SystemExit(3)
+        return record
+
+    monkeypatch.setattr(Session, "finish", finish_then_die)
+    with pytest.raises(SystemExit):
+        execute_array(four_runs(tmp_path / "killed", ON_CPU)[::3])
+    monkeypatch.setattr(Session, "finish", original)
+    store = Store(tmp_path / "killed")
+    first, last = four_runs(tmp_path / "killed", ON_CPU)[::3]
+    assert store.is_finished(first.run_id) and not store.is_finished(last.run_id)
+    # The job's rerun: the finished run is skipped, the other is the only one left.
+    GridTask([first, last], array=4)()
+    resumed = [store.read(first.run_id), store.read(last.run_id)]
+    assert resumed[1]["resumed"]
+    _same_runs(uninterrupted, resumed, (tmp_path / "whole", tmp_path / "killed"))
+
+
+def _dense(store: Path, seed: int, epochs: int) -> RunConfig:
+    return tiny_config(
+        store, "method.name=dense", f"budget.epochs={epochs}", f"seed={seed}", ON_CPU
+    )
+
+
+def _weights(store: Path, run_id: str) -> dict[str, torch.Tensor]:
+    return load_checkpoint(Store(store).weights_path(run_id))
+
+
+def test_a_run_that_takes_a_freed_slot_trains_as_in_an_array_of_its_own(tmp_path: Path) -> None:
+    """Three runs of 3, 1 and 2 epochs through 2 slots: the third takes the slot of the second
+    while the first trains on. Its parameters, BatchNorm statistics and momentum are written
+    into the slot (a stale row of the run before would change it), so on the CPU (loop
+    layout: each run's arithmetic is its own) every run trains bit for bit what it trains
+    with a slot of its own from the start."""
+
+    def runs(store: str) -> list[RunConfig]:
+        return [_dense(tmp_path / store, s, e) for s, e in ((0, 3), (1, 1), (2, 2))]
+
+    together = execute_array(runs("three"))
+    reused = execute_array(runs("two"), size=2)
+    for one, other in zip(together, reused, strict=True):
+        assert isinstance(one, dict) and isinstance(other, dict), other
+        assert losses(other) == losses(one)
+        assert other["metrics"]["test"] == one["metrics"]["test"]
+        w1, w2 = (
+            _weights(tmp_path / "three", one["run_id"]),
+            _weights(tmp_path / "two", other["run_id"]),
+        )
+        assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    ids = [c.run_id for c in runs("two")]
+    # Each record names the runs that stepped beside it: the first saw all three.
+    assert [r["metrics"]["array"]["runs"] for r in reused] == [ids, ids[:2], [ids[0], ids[2]]]
+    assert {r["metrics"]["array"]["size"] for r in reused} == {2}
+
+
+def test_a_killed_array_whose_slots_were_reused_resumes_each_run_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed once the third run, in the second's slot, checkpointed its first epoch; the rerun
+    (one slot: the runs in turn) resumes each run from its own checkpoint, the third written
+    into the slot with its checkpoint's momentum, bit for bit as uninterrupted."""
+
+    def runs(store: str) -> list[RunConfig]:
+        return [_dense(tmp_path / store, s, e) for s, e in ((0, 3), (1, 1), (2, 2), (3, 1))]
+
+    whole = execute_array(runs("whole"), size=2)
+    original = Trainer.write_checkpoint
+
+    def save_then_die(self: Trainer) -> None:
+        original(self)
+        if self.cfg.seed == 2 and self.state.epoch == 1:
+            raise SystemExit(3)
+
+    monkeypatch.setattr(Trainer, "write_checkpoint", save_then_die)
+    with pytest.raises(SystemExit):
+        execute_array(runs("killed"), size=2)
+    monkeypatch.setattr(Trainer, "write_checkpoint", original)
+    again = execute_array(runs("killed"), size=1)
+    assert [r["resumed"] for r in again] == [True, False, True, False]  # the second had finished
+    for one, other in zip(whole, again, strict=True):
+        assert losses(other) == losses(one)
+        w1, w2 = (
+            _weights(tmp_path / "whole", one["run_id"]),
+            _weights(tmp_path / "killed", other["run_id"]),
+        )
+        assert all(torch.equal(w1[k], w2[k]) for k in w1)

@@ -5,7 +5,9 @@ CPU drives the capture path (static inputs, tables, losses) without a GPU."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
@@ -15,9 +17,11 @@ from benchmark.training.array.check import compare
 from benchmark.training.array.fit import array_epoch, execute_array
 from benchmark.training.array.step import ArrayStep
 from benchmark.training.fast_step import FastPathWarning, GraphBackend, RerunBackend
-from benchmark.training.packing import RngState
+from benchmark.training.packing import PackedRun, RngState, drive_packed
 from benchmark.training.runner import execute
 from benchmark.training.trainer import Trainer
+
+T = TypeVar("T")
 
 
 def train(root: Path, backend: GraphBackend | None, epochs: int = 2) -> tuple[list, ArrayStep]:
@@ -36,6 +40,16 @@ def train(root: Path, backend: GraphBackend | None, epochs: int = 2) -> tuple[li
     for epoch in range(epochs):
         array_epoch(trainers, epoch, rngs)
     return [{k: v.clone() for k, v in t.model.state_dict().items()} for t in trainers], array
+
+
+def eager_and_replayed(fn: Callable[[Path, GraphBackend | None], T], root: Path) -> tuple[T, T]:
+    """``fn`` stepping eagerly and replaying with the rerunning backend (under ``root``), with
+    deterministic kernels: both outcomes."""
+    torch.use_deterministic_algorithms(True)
+    try:
+        return fn(root / "eager", None), fn(root / "captured", RerunBackend())
+    finally:
+        torch.use_deterministic_algorithms(False)
 
 
 def test_the_captured_step_trains_what_the_eager_step_trains_bit_for_bit(tmp_path: Path) -> None:
@@ -79,12 +93,7 @@ def test_after_a_run_ends_the_others_go_on_replaying_what_they_would_train_eager
         array_epoch(array.trainers[:1], 1, rng)  # run 0 alone in the array of two
         return array.trainers[0].model.state_dict(), ended, array
 
-    torch.use_deterministic_algorithms(True)
-    try:
-        eager, _, _ = go_on(tmp_path / "eager", None)
-        replayed, ended, array = go_on(tmp_path / "captured", RerunBackend())
-    finally:
-        torch.use_deterministic_algorithms(False)
+    (eager, _, _), (replayed, ended, array) = eager_and_replayed(go_on, tmp_path)
     before = array.trainers[0].runner.stats.replays
     assert array.graph is not None and array.live == {0} and before > 0
     for name, value in eager.items():
@@ -93,6 +102,47 @@ def test_after_a_run_ends_the_others_go_on_replaying_what_they_would_train_eager
     params = dict(array.trainers[1].model.named_parameters())
     for name, value in params.items():
         assert torch.equal(value, ended[name]), name
+
+
+def test_a_run_that_takes_a_slot_keeps_the_captured_graphs_tensors_and_replays(
+    tmp_path: Path,
+) -> None:
+    """A graph reads the stacked tensors it was captured on: a run written into a freed slot
+    fills them in place (no tensor is reallocated) and the graph replays it, as eagerly."""
+
+    def reuse(root: Path, backend: GraphBackend | None) -> tuple[dict, ArrayStep, list[int]]:
+        _, array = train(root, backend, epochs=1)
+        stacked = array.stacked
+
+        def tensors() -> list[int]:
+            held = [stacked.flat, stacked.grad, array.sgd.momentum, *stacked.buffers.values()]
+            return [t.data_ptr() for t in held]
+
+        before = tensors()
+        cfg = tiny_config(root, "method.name=dense", "budget.epochs=1", "seed=2",
+                          "runtime.device=cpu")  # fmt: skip
+        newcomer = Trainer(cfg)
+        array.admit(1, newcomer)  # in the place of run 1, between two epochs
+        assert tensors() == before
+        for i, p in enumerate(stacked.members[1]):
+            assert p.data_ptr() == stacked.row(1, i).data_ptr()
+        trainers = [array.trainers[0], newcomer]
+        rngs = [RngState.capture(t.device) for t in trainers]
+        epochs = [trainers[0].epoch_steps(1), newcomer.epoch_steps(0)]
+        drive_packed([PackedRun(t.cfg.run_id, e, t.device, r, own_stream=False)
+                      for t, e, r in zip(trainers, epochs, rngs, strict=True)])  # fmt: skip
+        replays = [t.runner.stats.replays for t in trainers]
+        return newcomer.model.state_dict(), array, replays
+
+    (eager, _, _), (replayed, array, replays) = eager_and_replayed(reuse, tmp_path)
+    assert array.graph is not None and all(n > 0 for n in replays)
+    for name, value in eager.items():
+        assert torch.equal(value, replayed[name]), name
+    # A run whose loss is another than the one captured has the graph captured again.
+    other = Trainer(tiny_config(tmp_path / "smooth", "method.name=dense", "runtime.device=cpu",
+                                "optim.label_smoothing=0.1"))  # fmt: skip
+    array.admit(1, other)
+    assert array.graph is None
 
 
 def test_capture_time_is_left_out_of_every_runs_timed_training(tmp_path: Path) -> None:

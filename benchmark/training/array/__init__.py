@@ -8,3 +8,7 @@ decays and momenta. Everything else stays each run's own: its data order and aug
 schedule, its method's pruning decisions (on its own views), its evaluation, checkpoint, record
 and weights (:mod:`benchmark.training.array.fit`).
 """
+
+# How the array's forward runs the K models (benchmark.training.array.stack says what each
+# is). Here, without torch, so that the command line can name them in its help.
+LAYOUTS = ("vmap", "loop", "grouped")

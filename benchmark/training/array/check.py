@@ -30,12 +30,15 @@ MIN_FLIPS = 10
 
 
 def four_runs(store: Path, *extra: str) -> list[RunConfig]:
-    """Four digits runs that differ in all that runs of one array may differ in."""
+    """Four digits runs that differ in all that runs of one array may differ in (the second
+    trains 2 epochs, the others 3)."""
     return [
         tiny_config(store, *BIMP, "method.criterion=global", *extra),
         tiny_config(
             store,
             *BIMP,
+            "budget.epochs=2",
+            "budget.cycles=1",
             "seed=1",
             "method.sparsity=0.7",
             "schedule.lr=0.05",
@@ -147,11 +150,17 @@ def compare(
 
 
 def check_array(
-    root: Path, rounding: str, layout: str = "vmap", extra: Sequence[str] = ()
+    root: Path,
+    rounding: str,
+    layout: str = "vmap",
+    extra: Sequence[str] = (),
+    slots: int | None = None,
 ) -> tuple[Comparison, list[Any]]:
-    """Train :func:`four_runs` (with overrides ``extra``) alone, as one array and (the two
-    most sensitive) with the override ``rounding`` (another thread count, non-deterministic
-    kernels) under ``root``; the comparison and the array's outcomes."""
+    """Train :func:`four_runs` (with overrides ``extra``) alone, as one array (of ``slots``
+    slots: 3 has the 2-epoch run's slot taken by the fourth run while the others train on;
+    None: one per run) and (the two most sensitive) with the override ``rounding`` (another
+    thread count, non-deterministic kernels) under ``root``; the comparison and the array's
+    outcomes."""
     from benchmark.training.array.fit import execute_array
     from benchmark.training.runner import execute
 
@@ -159,5 +168,5 @@ def check_array(
     alone = [execute(cfg) for cfg in four_runs(stores[0], *extra)]
     # The last two: CLR with ERK and GMP with LAMP, the most sensitive to rounding.
     rounded = [execute(cfg) for cfg in four_runs(stores[1], *extra, rounding)[2:]]
-    array = execute_array(four_runs(stores[2], *extra), layout=layout)
+    array = execute_array(four_runs(stores[2], *extra), layout=layout, size=slots)
     return compare(stores, alone, rounded, array), array

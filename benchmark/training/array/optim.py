@@ -25,12 +25,7 @@ def group_columns(stacked: StackedModels, optimizers: Sequence[torch.optim.Optim
     """Which parameter group holds each parameter, equal for every run (else ConfigError)."""
     columns: list[int] | None = None
     for k, opt in enumerate(optimizers):
-        where = {id(p): g for g, group in enumerate(opt.param_groups) for p in group["params"]}
-        members = zip(stacked.names, stacked.members[k], strict=True)
-        missing = [n for n, p in members if id(p) not in where]
-        if missing:
-            raise ConfigError("runtime.array", missing[:3], "methods that optimise every parameter")
-        mine = [where[id(p)] for p in stacked.members[k]]
+        mine = columns_of(stacked.names, stacked.members[k], opt)
         if columns is not None and mine != columns:
             raise ConfigError(
                 "runtime.array", k, "runs whose optimizers group the parameters alike"
@@ -38,6 +33,18 @@ def group_columns(stacked: StackedModels, optimizers: Sequence[torch.optim.Optim
         columns = mine
     assert columns is not None
     return columns
+
+
+def columns_of(
+    names: Sequence[str], params: Sequence[Tensor], optimizer: torch.optim.Optimizer
+) -> list[int]:
+    """Which of ``optimizer``'s groups holds each of ``params`` (named ``names``);
+    ConfigError when it leaves one out."""
+    where = {id(p): g for g, group in enumerate(optimizer.param_groups) for p in group["params"]}
+    missing = [n for n, p in zip(names, params, strict=True) if id(p) not in where]
+    if missing:
+        raise ConfigError("runtime.array", missing[:3], "methods that optimise every parameter")
+    return [where[id(p)] for p in params]
 
 
 class ArraySGD:
@@ -82,6 +89,22 @@ class ArraySGD:
                 elif held.data_ptr() != view.data_ptr():
                     view.copy_(held)
                 opt.state[p]["momentum_buffer"] = view
+
+    def check(self, params: Sequence[Tensor], optimizer: torch.optim.Optimizer) -> None:
+        """Refuse (ConfigError) a run whose ``optimizer`` groups its ``params`` (in the
+        array's order) otherwise than the array's runs do."""
+        if columns_of(self.stacked.names, params, optimizer) != self.columns:
+            raise ConfigError(
+                "runtime.array", "a run", "runs whose optimizers group the parameters alike"
+            )
+
+    def place(self, k: int, optimizer: torch.optim.Optimizer) -> None:
+        """Make ``optimizer`` (checked: :meth:`check`) the one of the run now in slot ``k`` (its
+        parameters are the slot's, :meth:`StackedModels.place`): its hyperparameters fill row
+        ``k`` of the tables and its momentum the slot's row (zero for a fresh start)."""
+        self.optimizers[k] = optimizer
+        self.frozen.discard(k)
+        self.adopt(k)
 
     def freeze(self, k: int) -> None:
         """Stop updating run ``k`` (it ended: diverged or failed) without touching the others."""

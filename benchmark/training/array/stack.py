@@ -9,14 +9,15 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
+from benchmark.training.array import LAYOUTS
 from benchmark.training.array.grouped import GroupedModel, grouped_unsupported
 
-# How the array's forward runs the K models: "vmap" (torch.func; convolutions with batched
-# weights become one grouped convolution), "loop" (K functional calls in one autograd graph) or
-# "grouped" (one wide model whose activations are [N, K*C, H, W] throughout: grouped
+# LAYOUTS, how the array's forward runs the K models: "vmap" (torch.func; convolutions with
+# batched weights become one grouped convolution), "loop" (K functional calls in one autograd
+# graph) or "grouped" (one wide model whose activations are [N, K*C, H, W] throughout: grouped
 # convolutions, BatchNorm over K*C channels, batched linear layers; benchmark.training.array.
 # grouped, for the models it knows).
-LAYOUTS = ("vmap", "loop", "grouped")
+
 # Each parameter's row segment starts at a multiple of this many elements (64 bytes in fp32):
 # cuDNN and cuBLAS kernels read vectors and fail ("misaligned address") on a weight that starts
 # between vector boundaries.
@@ -130,6 +131,28 @@ class StackedModels:
                     if held is not None:
                         view.copy_(held)
                     mod._buffers[leaf] = view
+
+    def parameters_of(self, model: nn.Module) -> list[nn.Parameter]:
+        """``model``'s parameters in the array's order; ValueError when its parameters or
+        buffers differ from the array's (names, shapes)."""
+        got = dict(model.named_parameters())
+        shapes = [tuple(got[n].shape) for n in self.names] if set(got) == set(self.names) else None
+        buffers = dict(model.named_buffers())
+        same = set(buffers) == set(self.buffer_names) and all(
+            buffers[n].shape == self.buffers[n].shape[1:] for n in self.buffer_names
+        )
+        if shapes != self.shapes or not same:
+            raise ValueError("a model differs in its tensors from the array's")
+        return [got[n] for n in self.names]
+
+    def place(self, k: int, model: nn.Module) -> None:
+        """Make ``model`` (of the array's architecture) the run in slot ``k``: its parameters
+        and buffers are written into the slot's row and slices, and become views of them. The
+        stacked tensors stay where they are (a captured graph keeps reading them)."""
+        self.members[k] = self.parameters_of(model)
+        for n in self.buffer_names:
+            self.owners[n][k] = _buffer_owner(model, n)
+        self.relink()
 
     def linked(self) -> bool:
         """Whether every run's parameters and buffers still are views of the stacked ones."""

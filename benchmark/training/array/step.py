@@ -118,12 +118,7 @@ class ArrayStep:
         self.trainers = trainers
         self.k = len(trainers)
         for trainer in trainers:
-            # Learning rates as Python floats (read into the [K] tables on the host).
-            trainer.device_lrs = None
-            for group in trainer.optimizer.param_groups:
-                lr = group["lr"]
-                group["lr"] = float(lr.item() if isinstance(lr, Tensor) else lr)
-                group["fused"] = None
+            _float_lrs(trainer)
         with warnings.catch_warnings():
             # The leaves' gradients are views of one [K, D] tensor, by design.
             warnings.filterwarnings("ignore", "grad and param do not obey")
@@ -145,33 +140,89 @@ class ArrayStep:
         self.unclaimed = [0.0] * self.k  # capture seconds each run's loop has not been told of
         self.first_shapes: tuple[torch.Size, torch.Size] | None = None  # the graph's shapes
         self.live = set(range(self.k))
+        # Slots whose run has not stepped with the others yet: at their first step every live
+        # run's record of the array (its checkpointed state) learns who it trains beside.
+        self.joined = set(range(self.k))
         self.pending: dict[int, tuple[Tensor, Tensor, int]] = {}
         self.steps = 0
+        # Whether the last step ended an epoch (all runs' epochs end at the same step): only
+        # then may a run take a slot, at its own epoch's start.
+        self.between_epochs = True
         for k, trainer in enumerate(trainers):
             trainer.runner = MemberRunner(self, k, trainer.runner.plan)
             trainer.stream_only = True  # the array's memory peak is no run's own
 
+    def can_admit(self, k: int) -> bool:
+        """Whether a run may take slot ``k`` now: the others are between two epochs (or there
+        are none)."""
+        return self.between_epochs or not self.live - {k}
+
+    def admit(self, k: int, trainer: Any) -> None:
+        """Make ``trainer``'s run (started, or resumed from its checkpoint) the run of slot
+        ``k``, whose run ended: its parameters, BatchNorm buffers and momentum are written
+        into the slot's rows (no stacked tensor is reallocated: a captured graph goes on
+        reading them), its optimizer's hyperparameters fill the slot's row of the tables, and
+        its batches go to the array from its first iteration on. Only between two epochs of
+        the others (its epochs then start and end with theirs; the array does not step
+        meanwhile). Raises ValueError or ConfigError, the slot's old run still in it, when the
+        others are inside an epoch or its model or optimizer differ in tensors or groups."""
+        if not self.can_admit(k):
+            raise ValueError(f"slot {k}: a run joins an array between two epochs only")
+        if not self.live - {k}:
+            self.between_epochs = True  # no run to keep in step with: a new start
+        self.sgd.check(self.stacked.parameters_of(trainer.model), trainer.optimizer)
+        _float_lrs(trainer)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "grad and param do not obey")
+            self.stacked.place(k, trainer.model)
+        self.sgd.place(k, trainer.optimizer)
+        if self.graph is not None and _loss_of(trainer) != _loss_of(self.trainers[k]):
+            self.graph = None  # its loss is another than the one captured: capture again
+        self.trainers[k] = trainer
+        trainer.runner = MemberRunner(self, k, trainer.runner.plan)
+        trainer.stream_only = True
+        self.unclaimed[k] = 0.0
+        self.pending.pop(k, None)
+        self.live.add(k)
+        self.joined.add(k)
+
     def record(self) -> dict[str, Any]:
-        """What a run's record says of the array it trained in."""
+        """The array as a run's record says it: its slots, layout and the runs in it now
+        (and whether its captured step was compiled, once it has one)."""
         out = {
             "size": self.k,
-            "runs": [t.cfg.run_id for t in self.trainers],
+            "runs": [self.trainers[k].cfg.run_id for k in sorted(self.live)],
             "layout": self.stacked.layout,
         }
         if self.graph is not None:
             out["compiled"] = self.graph.compiled  # the captured step's, as it ran
         return out
 
-    def retire(self, k: int) -> None:
-        """Run ``k`` ended (finished, failed or diverged): the others go on without it."""
-        if k not in self.live:
-            return
-        self.live.discard(k)
-        self.sgd.freeze(k)
-        self.pending.pop(k, None)
+    def _note_members(self) -> None:
+        """Add the runs stepping now to every live run's record of its array (kept in its
+        state, so in its checkpoints: a resumed run's record still names them)."""
+        now = self.record()
+        for k in self.live:
+            state = self.trainers[k].state
+            state.array = merge_records(state.array, now)
+        self.joined.clear()
+
+    def retire(self, k: int, step: bool = True) -> None:
+        """Run ``k`` ended (finished, failed or diverged): the others go on without it (with
+        ``step``, at once if they all handed in their batches; else at :meth:`step_if_ready`,
+        once the slot has found its next run or none)."""
+        if k in self.live:
+            self.live.discard(k)
+            self.sgd.freeze(k)
+            self.pending.pop(k, None)
         # The graph keeps stepping all K: an ended run's batch is zeros and its rows have zero
         # learning rate, weight decay and momentum; its loss is not in the others' gradients
         # (each run's parameters, channels and loss are its own).
+        if step:
+            self.step_if_ready()
+
+    def step_if_ready(self) -> None:
+        """Step if every live run has handed in its batch."""
         if self.live and set(self.pending) == self.live:
             self._step()
 
@@ -184,6 +235,8 @@ class ArrayStep:
     def _step(self) -> None:
         batches, self.pending = self.pending, {}
         stacked = self.stacked
+        if self.joined:
+            self._note_members()
         if any(step % self.trainers[k].ipe == 0 for k, (_, _, step) in batches.items()):
             # An epoch's first iteration follows the runs' epoch-boundary hooks, which may have
             # replaced a run's parameter tensors (their values are kept) or cleared its
@@ -213,6 +266,8 @@ class ArrayStep:
                 trainer.ctx.masks.apply()
             trainer.loss_sum += losses[k] * x.shape[0]
         self.steps += 1
+        k, (_, _, step) = next(iter(batches.items()))
+        self.between_epochs = (step + 1) % self.trainers[k].ipe == 0
 
     def _eager(self, batches: dict[int, tuple[Tensor, Tensor, int]]) -> dict[int, Tensor]:
         ref, target, _ = next(iter(batches.values()))
@@ -351,6 +406,38 @@ class ArrayStep:
         for trainer in trainers:
             trainer.runner.stats.captures += 1
         return graph
+
+
+def _float_lrs(trainer: Any) -> None:
+    """The run's learning rates as Python floats (read into the [K] tables on the host)."""
+    trainer.device_lrs = None
+    for group in trainer.optimizer.param_groups:
+        lr = group["lr"]
+        group["lr"] = float(lr.item() if isinstance(lr, Tensor) else lr)
+        group["fused"] = None
+
+
+def _loss_of(trainer: Any) -> tuple[Any, ...]:
+    """What a captured step computes of a run's loss: its task's loss function and settings
+    (a classification task's label smoothing)."""
+    return (type(trainer.task), trainer.cfg.optim.label_smoothing)
+
+
+def merge_records(old: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+    """A run's record of its array(s): ``old`` (from before, or from its checkpoint) with the
+    array ``now``: the runs of both in order of first appearance, the larger size and every
+    layout (joined by "+" when a resumed run trained in another one), and whether the last
+    captured step was compiled."""
+    if old is None:
+        return dict(now, runs=list(now["runs"]))
+    layouts = old["layout"].split("+")
+    out = {
+        "size": max(old["size"], now["size"]),
+        "runs": [*old["runs"], *(r for r in now["runs"] if r not in old["runs"])],
+        "layout": "+".join([*layouts, *([now["layout"]] if now["layout"] not in layouts else [])]),
+    }
+    compiled = now.get("compiled", old.get("compiled"))
+    return out if compiled is None else {**out, "compiled": compiled}
 
 
 class _Graph:

@@ -262,6 +262,24 @@ class OneShotLM(Method):
         validate_oneshot(cfg)
 
     @classmethod
+    def identity_marks(cls, cfg: RunConfig) -> dict[str, Any]:
+        """With ``optim.grad_clip > 0``, PERP's adapters are now clipped and a dense parent
+        trained here is not: marked where the code before could run the config (its fields at
+        the defaults it had), so that only those ids move."""
+        p = cfg.method.params
+        old_fields = (
+            p.head == "full" and cfg.data.train_windows == "random" and not cfg.data.slow_tokenizer
+        )
+        if cfg.optim.grad_clip <= 0 or not old_fields:
+            return {}
+        marks: dict[str, Any] = {}
+        if p.retrain == "perp" and p.adapter != "none":
+            marks["adapters_clipped"] = True
+        if p.parent_epochs > 0:
+            marks["parent_unclipped"] = True
+        return marks
+
+    @classmethod
     def memory(cls, cfg: RunConfig) -> LMMemory | None:
         """The terms of the run's device memory (:mod:`methods._llm_memory`); None when the
         model's sizes are unknown without its files."""

@@ -122,3 +122,12 @@ def get_method(name: str) -> Any:
 def method_params_class(method_name: str) -> type:
     """The hyperparameter dataclass declared by the registered method ``method_name``."""
     return get_method(method_name).Params
+
+
+def changed_marks(cfg: Any) -> dict[str, Any]:
+    """``{"changed": marks}`` where the method of run config ``cfg`` now computes something
+    else for a config that an earlier version ran under the same run id, else ``{}``. A method
+    says so with an optional classmethod ``identity_marks(cfg) -> dict`` (non-empty: marked), so
+    that only those configs' ids move (``IDENTITY_VERSION`` would move every id)."""
+    marks = getattr(get_method(cfg.method.name), "identity_marks", lambda _: {})(cfg)
+    return {"changed": marks} if marks else {}

@@ -13,7 +13,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from benchmark.config.method_registry import get_method, method_params_class
+from benchmark.config.method_registry import changed_marks, get_method, method_params_class
 from benchmark.core.errors import check as check
 
 
@@ -488,8 +488,8 @@ IDENTITY_VERSION = 3
 
 
 def run_identity(cfg: RunConfig) -> dict[str, Any]:
-    """What the run id hashes: the identity version and the canonical config."""
-    return {"identity_version": IDENTITY_VERSION, **canonical_dict(cfg)}
+    """The identity version, the canonical config and the method's ``changed`` marks, if any."""
+    return {"identity_version": IDENTITY_VERSION, **canonical_dict(cfg), **changed_marks(cfg)}
 
 
 def run_id(cfg: RunConfig) -> str:

@@ -4,6 +4,7 @@ error naming the field and the allowed values), ``section.key=value`` overrides,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import tomllib
@@ -205,7 +206,17 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
             kwargs[name] = _method_from_dict(data.get(name, {}))
         elif name in data:
             kwargs[name] = dataclass_from_dict(cls, data[name], name)
-    return RunConfig(**kwargs)
+    return _tokenizer_of_the_model(RunConfig(**kwargs))
+
+
+def _tokenizer_of_the_model(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with an unset ``data.tokenizer`` of a pretrained language model (``causal_lm``)
+    set to ``model.pretrained``: a model's folder holds its tokenizer, and bytes would give
+    meaningless perplexities (``"bytes"`` asks for them). Written into the config, so the run
+    id is that of the same config with the folder written out."""
+    if cfg.model.name != "causal_lm" or cfg.data.tokenizer or not cfg.model.pretrained:
+        return cfg
+    return replace_section(cfg, data=dataclasses.replace(cfg.data, tokenizer=cfg.model.pretrained))
 
 
 def _method_from_dict(data: dict[str, Any]) -> MethodConfig:

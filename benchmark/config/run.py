@@ -41,7 +41,7 @@ class DataConfig:
     max_length: int = 128
     # Language modelling: a transformers tokenizer folder (usually the model's own, or "hf:<repo>"
     # in the local Hub cache), or bytes (256 ids, what the embedded default and the tiny models
-    # use): "" for the tiny models, "bytes" to ask for them with a model.pretrained folder.
+    # use). Unset: bytes for the tiny models, model.pretrained's folder for causal_lm (parse).
     tokenizer: str = ""
     # Language modelling: the references' slow tokenizer (use_fast=False; see
     # benchmark.data.lm_tokenizer) instead of the folder's fast one.

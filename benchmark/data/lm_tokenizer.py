@@ -62,8 +62,9 @@ def check_tokenizer_folder(name: str) -> str:
         raise ConfigError(
             "data.tokenizer",
             name,
-            f"a folder with tokenizer files (one of {', '.join(TOKENIZER_FILES)}); "
-            f"{folder} has none",
+            f"a folder with tokenizer files (one of {', '.join(TOKENIZER_FILES)}; unset, it is "
+            f"model.pretrained's folder), or 'bytes' for a model trained on bytes; {folder} has "
+            "none",
         )
     return folder
 

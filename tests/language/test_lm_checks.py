@@ -1,6 +1,7 @@
-"""A language-model run on your own files: what would give silent wrong numbers (a pretrained
-model on byte tokens, a tokenizer larger than the model's vocabulary) and folders without their
-files are config errors naming the field, before anything is computed or written."""
+"""A language-model run on your own files: the tokenizer is the model's folder's unless set;
+what would give silent wrong numbers (a pretrained model on byte tokens, a tokenizer larger than
+the model's vocabulary) and folders without their files are config errors naming the field,
+before anything is computed or written."""
 
 from __future__ import annotations
 
@@ -50,9 +51,22 @@ def cfg_of(model: str, tokenizer: str, store: Path | None = None):
 def test_pretrained_model_without_its_tokenizer_is_refused(tmp_path: Path) -> None:
     write_model(tmp_path / "opt")
     with pytest.raises(ConfigError) as err:
-        cfg_of(str(tmp_path / "opt"), "")
+        check_lm_files(cfg_of(str(tmp_path / "opt"), ""))  # unset: the model's folder, no files
     assert err.value.field == "data.tokenizer" and "bytes" in str(err.value)
+    assert "model.pretrained" in str(err.value)
     cfg_of(str(tmp_path / "opt"), "bytes")  # a byte model asks for bytes by name
+
+
+def test_the_tokenizer_defaults_to_the_model_s_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "opt"
+    write_model(folder, vocab=300)
+    write_tokenizer(folder, 300)
+    unset = cfg_of(str(folder), "")
+    assert unset.data.tokenizer == str(folder)
+    # The same run as with the folder written out (its id too), not a run on bytes.
+    assert unset.run_id == cfg_of(str(folder), str(folder)).run_id
+    check_lm_files(unset)  # its files are found there
+    assert cfg_of(str(folder), "bytes").run_id != unset.run_id
 
 
 def test_tokenizer_larger_than_the_vocabulary_names_both_sizes(tmp_path: Path) -> None:

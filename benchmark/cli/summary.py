@@ -62,7 +62,7 @@ def _lm_lines(record: dict[str, Any]) -> list[str]:
         f"  speedup         {m['speedup']:.2f}x (corrected {m['speedup_corrected']:.2f}x)",
         f"  tokens/s        {tokens}",
         f"  model           {model.get('dtype', 'float32')}, {where}; peak memory: device "
-        f"{_bytes(m.get('peak_memory_bytes'))}, host {_bytes(m.get('peak_host_memory_bytes'))}",
+        f"{_device_peak(record)}, host {_bytes(m.get('peak_host_memory_bytes'))}",
     ]
     if "setup_seconds" in m:
         lines.append(
@@ -70,6 +70,18 @@ def _lm_lines(record: dict[str, Any]) -> list[str]:
             "evaluation)"
         )
     return lines
+
+
+def _device_peak(record: dict[str, Any]) -> str:
+    """A language-model run's peak device memory, or why it has none: a CPU run has no device
+    memory apart from the host's; a CUDA run packed with others shares the device's counter."""
+    peak = record["metrics"].get("peak_memory_bytes")
+    if peak:
+        return _bytes(peak)
+    device = str(record.get("environment", {}).get("device", ""))
+    if device.startswith("cuda"):
+        return "not measured (runs packed in one process share the device's counter)"
+    return f"none (ran on {device or 'the host'}: the host's peak is the run's)"
 
 
 def format_summary(record: dict[str, Any]) -> str:

@@ -47,6 +47,8 @@ class RunStatus:
     state: str
     job_id: str | None = None
     detail: str = ""
+    # A finished language-model run's test perplexity (its headline; None for other tasks).
+    ppl: float | None = None
 
 
 @dataclass
@@ -69,6 +71,16 @@ class GridStatus:
         for run in self.runs:
             out.setdefault(run.method, Counter())[run.state] += 1
         out["all"] = Counter(run.state for run in self.runs)
+        return out
+
+    def best_ppl(self) -> dict[str, float]:
+        """Per method and ``all``: the lowest test perplexity of its finished language-model
+        runs (none for a method without one)."""
+        out: dict[str, float] = {}
+        for run in self.runs:
+            if run.ppl is not None:
+                for key in (run.method, "all"):
+                    out[key] = min(out.get(key, run.ppl), run.ppl)
         return out
 
     @property
@@ -132,7 +144,9 @@ def grid_status(expansion: Expansion, store: str | Path) -> GridStatus:
         category, detail = classify(records[rid], ref, state)
         method = node.cfg.method.name
         label = method if node.in_grid else PARENT_LABEL.format(method)
-        runs.append(RunStatus(rid, label, category, ref.job_id if ref else None, detail))
+        job = ref.job_id if ref else None
+        ppl = _test_ppl(records[rid]) if category == "finished" else None
+        runs.append(RunStatus(rid, label, category, job, detail, ppl))
     _one_running_run_per_job(runs)
     executors = {ref.job_id.split("_")[0]: ref.executor for ref in refs}
     left = [
@@ -140,6 +154,12 @@ def grid_status(expansion: Expansion, store: str | Path) -> GridStatus:
     ]
     skipped = list(st.skipped.values())
     return GridStatus(expansion.grid.name, store, runs, executors, warning, skipped, left)
+
+
+def _test_ppl(record: dict[str, Any] | None) -> float | None:
+    """The test perplexity of a language-model record, else None."""
+    ppl = ((record or {}).get("metrics") or {}).get("test", {}).get("ppl")
+    return None if ppl is None else float(ppl)
 
 
 def _one_running_run_per_job(runs: list[RunStatus]) -> None:
@@ -163,9 +183,13 @@ def _job_key(job: str) -> tuple[int, str]:
 def format_status(status: GridStatus, max_failures: int = 20, max_jobs: int = 10) -> str:
     """The status table, the jobs still holding runs and the first line of each failure."""
     counts = status.counts()
-    header = ("method", "runs", *CATEGORIES)
+    # Language models: the lowest test perplexity so far, not a count, is what people look for.
+    best = status.best_ppl()
+    ppl = ("best PPL",) if best else ()
+    header = ("method", "runs", *CATEGORIES, *ppl)
     rows = [
         (name, str(sum(c.values())), *(str(c.get(k, 0)) for k in CATEGORIES))
+        + ((f"{best[name]:.2f}" if name in best else "-",) if best else ())
         for name, c in counts.items()
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -179,6 +203,8 @@ def format_status(status: GridStatus, max_failures: int = 20, max_jobs: int = 10
     out += [line(r) for r in rows[:-1]]
     out.append("  ".join("-" * w for w in widths))
     out.append(line(rows[-1]))
+    if best:
+        out.append("best PPL: the lowest test perplexity of the finished runs (lower is better)")
     if status.warning:
         out.append(f"warning: {status.warning}")
     for executor, ids in status.job_ids().items():

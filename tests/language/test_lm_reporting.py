@@ -104,6 +104,13 @@ def test_run_summary_leads_with_perplexity(tmp_path: Path, capsys) -> None:
     assert "test PPL        12.50" in text and "bfloat16" in text
     assert "top-1" not in text and "images/s" not in text
     assert "budget          none (one-shot prune, no retraining)" in text
+    # A CPU run has no device peak, and says why rather than a bare "-".
+    assert "peak memory: device none (ran on cpu" in text
+    record = Store(tmp_path).read(cfg.run_id)
+    record["environment"]["device"] = "cuda:0"
+    assert "device not measured (runs packed" in format_summary(record)
+    record["metrics"]["peak_memory_bytes"] = 3 * 2**30
+    assert "peak memory: device 3.2 GB" in format_summary(record)
 
 
 def test_spec_table_names_the_pattern_and_ranks_pruned_rows_only(tmp_path: Path) -> None:
@@ -140,3 +147,25 @@ def test_export_of_a_language_model_table_has_perplexity_columns(tmp_path: Path)
     assert {"test_ppl", "val_ppl", "ppl_after_prune", "tokens_per_s"} <= set(frame.columns)
     assert "test_top1" not in frame.columns and "images_per_s" not in frame.columns
     assert set(frame.loc[frame["status"].eq("finished"), "test_ppl"]) == {10.0}
+
+
+def test_status_of_a_language_model_grid_shows_the_best_perplexity(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from benchmark.launch import prepare
+    from benchmark.launch.grid import load_grid
+
+    store = tmp_path / "runs"
+    grid = tmp_path / "lm.toml"
+    grid.write_text(GRID.format(store=store))
+    runs = prepare(load_grid(grid), store).runs
+    for run in runs[:-1]:  # one run left missing
+        ppl = (20.0 if run.cfg.method.name == "wanda" else 30.0) + run.cfg.seed
+        finish_lm(store, run.cfg, ppl, None)
+    assert main(["status", str(grid)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[-2:] == ["best", "PPL"]
+    best = {line.split()[0]: line.split()[-1] for line in lines[3:] if line[:1].isalpha()}
+    assert best["wanda"] == "20.00" and best["oneshot_magnitude"] == "30.00"
+    assert best["all"] == "20.00"
+    assert any("lower is better" in line for line in lines)

@@ -360,9 +360,8 @@ def _unknown_lines(est: Any, store: str, device: str | None, suggest: str) -> li
         out.append(
             f"  device-hours unknown: no finished one-shot run of {names} on "
             f"{device or 'any device'} measured its loading, prune and evaluation; any run of "
-            "the plan measures them (a slice: reproduce with --section of the model, --methods "
-            "of one row and --seeds 0), and the other methods are priced at it (~) until runs "
-            "of theirs have finished"
+            "the plan measures them (a spec's dry run names one below, with its command), and "
+            "the other methods are priced at it (~) until runs of theirs have finished"
         )
     if est.total.no_size:
         names = ", ".join(sorted(est.total.no_size))

@@ -208,6 +208,8 @@ def print_dry_run(
         layout=layout,
     )
     print(text, file=sys.stderr)
+    for line in setup_measure_lines(experiment.id, scale, chosen, full.total.no_setup, finished):
+        print(line, file=sys.stderr)
     if chosen.staged is None:
         return
     s = chosen.staged
@@ -241,3 +243,36 @@ def print_dry_run(
             f"{hours}",
             file=sys.stderr,
         )
+
+
+def setup_measure_lines(
+    experiment_id: str, scale: str, chosen: Chosen, unmeasured: Any, finished: set[str]
+) -> list[str]:
+    """For each workload whose one-shot seconds nothing measured (``unmeasured``), the run of
+    the slice that measures them (its first missing run of the fewest dataset passes, i.e. a
+    one-shot prune without retraining where there is one) and the command that runs it."""
+    import shlex
+
+    from benchmark.launch.estimate import workload
+    from benchmark.training.passes import run_passes
+
+    by_id = dict(chosen.pairs())
+    out = []
+    for w in sorted(unmeasured, key=lambda w: w.text()):
+        rows = [
+            r
+            for r in chosen.sliced.drop_duplicates("run_id").itertuples()
+            if r.run_id not in finished and workload(by_id[r.run_id]) == w
+        ]
+        if not rows:
+            continue
+        # A prune that does not retrain: the fewest passes, and a pruned row before the dense.
+        r = min(rows, key=lambda r: (run_passes(c := by_id[r.run_id]), c.method.sparsity == 0))
+        out += [
+            f"  {w.text()}: run {r.run_id} ({r.section} / {r.row}, seed {r.seed}) measures its "
+            "one-shot seconds:",
+            f"    prunebench reproduce {experiment_id} --scale {scale} --section "
+            f"{shlex.quote(str(r.section))} "
+            f"--methods {r.method} --seeds {r.seed}",
+        ]
+    return out

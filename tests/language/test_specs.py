@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -123,6 +124,22 @@ def test_paper_scale_dry_run_prints_runs_memory_disk_and_what_measures_the_hours
     assert seven.split()[-1] == "(est.)" and "GiB" in seven  # GPU memory per run, estimated
     unknown = next(line for line in text.splitlines() if "no finished one-shot run of" in line)
     assert "hf:meta-llama/Llama-2-7b-hf/wikitext2 (fp16)" in unknown  # each model its own
+    # ... and the run that measures each model's one-shot seconds is named, with its command:
+    # a pruned row without retraining, one seed.
+    flat = " ".join(text.split())  # as wide as the terminal: lines wrap anywhere
+    named = re.search(
+        r"Llama-2-7b-hf/wikitext2 \(fp16\): run (\S+) \(.*?\) measures its one-shot seconds: "
+        r"(prunebench reproduce .*? --seeds \d+)",
+        flat,
+    )
+    assert named is not None
+    plan = get_experiment("llm-oneshot-wikitext2").plan("paper", tmp_path / "runs")
+    row = plan[plan["run_id"].eq(named[1])].iloc[0]
+    assert (row["section"], row["row"], row["seed"]) == ("Llama-2-7B", "Magnitude", 0)
+    assert named[2] == (
+        "prunebench reproduce llm-oneshot-wikitext2 --scale paper --section Llama-2-7B "
+        "--methods oneshot_magnitude --seeds 0"
+    )
     # Disk: the models' weights in float16, the pruned ones at their density.
     disk = next(line for line in text.splitlines() if "[reproduce] disk:" in line)
     assert "not sized" not in disk and " GB" in disk

@@ -77,11 +77,16 @@ def test_a_misspelt_grid_key_is_answered_with_the_closest(
     assert said in err
 
 
+@pytest.mark.parametrize("command", ["table", "reproduce"])
 def test_paper_numbers_of_a_table_without_them_say_why_and_which_tables_have_them(
-    capsys: pytest.CaptureFixture, tmp_path: Path
+    command: str, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
-    args = ["table", "llm-retraining-perp", "--paper", "--store", str(tmp_path)]
-    err = _err(args, capsys)
+    store = tmp_path / "runs"
+    store.mkdir()
+    args = [command, "llm-retraining-perp", "--paper", "--store", str(store)]
+    err = _err([*args, "--scale", "smoke"], capsys)
+    # reproduce refuses before its runs train (they would be lost time: no table follows).
+    assert list(store.iterdir()) == []
     assert "--paper = True" not in err
     assert "this one has none: PERP's cell values" in err
     assert "every other table of prunebench list" in err

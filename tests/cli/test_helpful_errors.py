@@ -115,3 +115,15 @@ def test_reading_commands_in_a_folder_without_a_store_say_so_and_name_store(
     assert "there is none at results/runs" in err and "--store DIR" in err
     assert "missing" not in captured.out  # no table of missing cells
     assert not (tmp_path / "results").exists()
+
+
+def test_a_grid_path_not_found_says_where_it_was_read_and_names_the_shipped_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmark.launch.grid import SHIPPED_GRIDS
+
+    monkeypatch.chdir(tmp_path)  # a newcomer's folder outside the checkout
+    err = _err(["grid", "show", "slurm/grids/example.toml"], capsys)
+    assert f"a relative path is read from {tmp_path}" in err
+    assert f"did you mean {SHIPPED_GRIDS / 'example.toml'}?" in err
+    assert "did you mean" not in _err(["status", "mine.toml"], capsys)

@@ -40,6 +40,9 @@ def test_a_misspelt_method_name_is_answered_with_the_closest(
 ) -> None:
     assert "did you mean bimp?" in _err(["run", "--set", "method.name=bmip"], capsys)
     assert "did you mean gmp" in _err(["methods", "gmpp"], capsys)
+    slice_of = ["reproduce", "stable-unstable-results", "--scale", "smoke", "--dry-run"]
+    assert "did you mean gmp?" in _err([*slice_of, "--methods", "bimp,gmpp"], capsys)
+    assert "did you mean CIFAR-10?" in _err([*slice_of, "--section", "cifar-10"], capsys)
 
 
 def test_an_unknown_config_key_is_called_unknown_and_points_to_the_key_meant(

@@ -130,3 +130,16 @@ def test_a_grid_path_not_found_says_where_it_was_read_and_names_the_shipped_grid
     assert f"a relative path is read from {tmp_path}" in err
     assert f"did you mean {SHIPPED_GRIDS / 'example.toml'}?" in err
     assert "did you mean" not in _err(["status", "mine.toml"], capsys)
+
+
+def test_a_misspelt_command_or_choice_is_answered_with_the_closest_in_the_width(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    for args, said in ((["rnu"], "did you mean run?"), (["list", "--scale", "smok"], "smoke?")):
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert said in " ".join(err.split())
+        assert max(len(line) for line in err.splitlines()) <= 100

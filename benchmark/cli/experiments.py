@@ -359,6 +359,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from benchmark.store.results import Store
 
     experiment = experiment_of(args, args.scale)
+    if args.paper and experiment.layout(args.scale) is not None:
+        # The table that ends the command could not show --paper's columns: say so before any
+        # run trains, not after hours of them.
+        if experiment.published_numbers() is None:
+            from benchmark.experiments.registry import unpublished_error
+
+            raise unpublished_error(experiment)
     # Absolute output dirs: launcher workers may run from another directory.
     root = Path(args.store).resolve()
     chosen = choose(experiment, args.scale, root, within, staged=args.staged, rules=rules)

@@ -12,11 +12,18 @@ from benchmark.core.errors import ConfigError
 MAX_DEPTH = 32
 
 
-def load_toml(path: str | Path, field: str, what: str = "TOML file") -> dict[str, Any]:
-    """Parse ``path``; unreadable, non-UTF-8, invalid or absurdly deep files raise ConfigError."""
+def load_toml(
+    path: str | Path, field: str, what: str = "TOML file", elsewhere: Path | None = None
+) -> dict[str, Any]:
+    """Parse ``path``; unreadable, non-UTF-8, invalid or absurdly deep files raise ConfigError.
+    A missing file's error says where a relative path was looked for, and names ``elsewhere``
+    (a folder holding such files) where it holds a file of that name."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(field, str(path), f"an existing {what}")
+        where = "" if p.is_absolute() else f"; a relative path is read from {Path.cwd()}"
+        if elsewhere is not None and (elsewhere / p.name).is_file():
+            where += f"; did you mean {elsewhere / p.name}?"
+        raise ConfigError(field, str(path), f"an existing {what}{where}")
     try:
         text = p.read_bytes().decode("utf-8")
     except OSError as err:

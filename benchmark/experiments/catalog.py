@@ -130,11 +130,13 @@ def check_id(experiment_id: str, need: Need = "any") -> Entry:
             suggest=close_matches(experiment_id, fitting),
         )
     if need != "any" and not getattr(entry, need):
+        # Name the command that does fit, not the dozens of ids that would.
+        other, command = ("figure", "plot") if need == "table" else ("table", "table")
         raise ConfigError(
             field_name,
             experiment_id,
-            f"an id with a {need}; {experiment_id} has no {need}. Ids with one: "
-            + ", ".join(fitting),
+            f"an id with a {need} (prunebench list shows the {len(fitting)}); {experiment_id} is "
+            f"a {other} only: prunebench {command} {experiment_id} builds it",
         )
     return entry
 

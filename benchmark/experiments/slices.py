@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from benchmark.core.errors import ConfigError
+from benchmark.core.errors import ConfigError, close_matches
 
 if TYPE_CHECKING:  # pandas loads with the plans; parsing the flags must not wait for it
     import pandas as pd
@@ -78,7 +78,11 @@ class Slice:
             bad = [v for v in asked if v not in allowed]
             if bad:
                 shown = ", ".join(_text(v) for v in allowed) or "none"
-                raise ConfigError(flag, _text(bad[0]), f"values of {what}: {shown}")
+                # A misspelt method or section name: its closest value (numbers have none).
+                near = close_matches(bad[0], map(str, allowed)) if isinstance(bad[0], str) else []
+                raise ConfigError(
+                    flag, _text(bad[0]), f"values of {what}: {shown}", suggest=near[:1]
+                )
 
     def keeps(self, plan: pd.DataFrame) -> pd.Series:
         """Which rows of ``plan`` the slice keeps (runs without a goal sparsity stay whatever

@@ -27,6 +27,7 @@ SPEC = LMTable(
     "Language models, zero-shot accuracy (lm-eval, 7 tasks) after one-shot pruning at 50%",
     smoke=(smoke_grid(ROWS, COLUMNS),),
     paper=paper_grids(tuple(LLAMA2.values()), ROWS, COLUMNS),
+    reference_rows=("Dense",),
 )
 SPEC.metrics = ("ppl", *(f"zs_{t}" for t in TASKS), "zs_mean")
 SPEC.smoke_metrics = ("ppl", *(f"zs_{t}" for t in SMOKE_TASKS))

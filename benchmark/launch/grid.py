@@ -42,6 +42,9 @@ from benchmark.config.run import NON_IDENTITY_SECTIONS, SECTIONS, LatencyConfig,
 from benchmark.core.errors import ConfigError, close_matches
 from benchmark.core.tomlfile import load_toml
 
+# The grids shipped in the checkout (slurm/grids): a newcomer outside it is pointed to them.
+SHIPPED_GRIDS = Path(__file__).resolve().parents[2] / "slurm" / "grids"
+
 GRID_KEYS = ("name", "description", "seeds", "base", "axes", "zip", "methods", "latency")
 
 
@@ -92,7 +95,7 @@ class Grid:
 def load_grid(path: str | Path) -> Grid:
     """Read and structurally check a grid TOML file; raises ConfigError."""
     p = Path(path)
-    return grid_from_dict(load_toml(p, "grid", "grid TOML file"), path=p)
+    return grid_from_dict(load_toml(p, "grid", "grid TOML file", SHIPPED_GRIDS), path=p)
 
 
 def grid_from_dict(data: Mapping[str, Any], path: Path | None = None) -> Grid:

@@ -67,14 +67,43 @@ def _paper_text(v: Value, metric: str, pm: str) -> str:
     return text
 
 
-def _column_label(c: Column, single_metric: bool, sep: str = ", ") -> str:
+def _column_parts(c: Column, single_metric: bool) -> list[str]:
     # Say what each number is (as the LaTeX header's "Model sparsity" and "Budget:" rows do).
     parts = [] if c.goal is None else [f"sparsity {c.goal:g}%"]
     if c.budget:
         parts.append(f"{c.budget_name} {c.budget}")
     if c.goal is None or not single_metric:
         parts.append(HEADERS[c.metric])
-    return sep.join(parts)
+    return parts
+
+
+def _shared_parts(labels: list[list[str]]) -> list[str]:
+    """The leading parts every column header of ``labels`` shares (each keeps its last part)."""
+    shared: list[str] = []
+    for parts in zip(*(label[:-1] for label in labels), strict=False):
+        if len(labels) < 2 or any(p != parts[0] for p in parts):
+            break
+        shared.append(parts[0])
+    return shared
+
+
+def _block_header(
+    block: BuiltBlock, rows: list[list[str]], width: int | None
+) -> tuple[list[str], str]:
+    """The pipe header of ``block`` and a line said once above it: where the full headers
+    would split the block into more tables at ``width`` than headers without the parts every
+    column shares ("sparsity 50%, pattern unstructured"), those parts go to the line, so that
+    a paper's row of tasks (BoolQ ... Mean) stays one table."""
+    single = len({c.metric for c in block.columns if c.goal is not None}) == 1
+    labels = [_column_parts(c, single) for c in block.columns]
+    header = ["Method", *(", ".join(parts) for parts in labels)]
+    shared = _shared_parts(labels)
+    if not shared:
+        return header, ""
+    short = ["Method", *(", ".join(parts[len(shared) :]) for parts in labels)]
+    if len(pipe_chunks([short, *rows], width)) < len(pipe_chunks([header, *rows], width)):
+        return short, f"*every column: {', '.join(shared)}*"
+    return header, ""
 
 
 def _summary(table: Table, store: str) -> list[str]:
@@ -91,6 +120,16 @@ def _summary(table: Table, store: str) -> list[str]:
         label = HEADERS[table.metric]
         lines.append(
             f"Values: test {label}, mean ± std over seeds; selected by validation {label}."
+        )
+    zero_shot = dict.fromkeys(
+        HEADERS[c.metric] for b in table.blocks for c in b.columns if c.metric.startswith("zs_")
+    )
+    if zero_shot:
+        # Their cells are not the table's metric: say what they are, as the papers' captions do.
+        mean = "; Mean: their mean" if "Mean" in zero_shot else ""
+        lines.append(
+            f"{', '.join(zero_shot)}: zero-shot accuracy of the same runs in percent (lm-eval's "
+            f"acc, no few-shot examples{mean})."
         )
     if any(
         v.status == "partial" for b in table.blocks for g in b.groups for ln in g for v in ln.values
@@ -145,13 +184,15 @@ def render_markdown(table: Table, store: str = "the store", width: int | None = 
     for block in table.blocks:
         if block.title and len(table.blocks) > 1:
             out += [f"**{block.title}**", ""]
-        single = len({c.metric for c in block.columns if c.goal is not None}) == 1
-        header = ["Method", *(_column_label(c, single) for c in block.columns)]
         rows, sections, below = _block_rows(block, table.with_paper, stacked=False)
+        header, shared = _block_header(block, rows, width)
         parts = pipe_chunks([header, *rows], width)
         if table.with_paper and len(parts) > 1:
             rows, sections, below = _block_rows(block, True, stacked=True)
+            header, shared = _block_header(block, rows, width)
             parts = pipe_chunks([header, *rows], width)
+        if shared:
+            out += [shared, ""]
         for part in parts:
             if len(parts) > 1:
                 out += [f"*columns {part.start}-{part.stop - 1} of {len(block.columns)}*", ""]

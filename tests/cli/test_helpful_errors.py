@@ -40,6 +40,9 @@ def test_a_misspelt_method_name_is_answered_with_the_closest(
 ) -> None:
     assert "did you mean bimp?" in _err(["run", "--set", "method.name=bmip"], capsys)
     assert "did you mean gmp" in _err(["methods", "gmpp"], capsys)
+    slice_of = ["reproduce", "stable-unstable-results", "--scale", "smoke", "--dry-run"]
+    assert "did you mean gmp?" in _err([*slice_of, "--methods", "bimp,gmpp"], capsys)
+    assert "did you mean CIFAR-10?" in _err([*slice_of, "--section", "cifar-10"], capsys)
 
 
 def test_an_unknown_config_key_is_called_unknown_and_points_to_the_key_meant(
@@ -77,11 +80,16 @@ def test_a_misspelt_grid_key_is_answered_with_the_closest(
     assert said in err
 
 
+@pytest.mark.parametrize("command", ["table", "reproduce"])
 def test_paper_numbers_of_a_table_without_them_say_why_and_which_tables_have_them(
-    capsys: pytest.CaptureFixture, tmp_path: Path
+    command: str, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
-    args = ["table", "llm-retraining-perp", "--paper", "--store", str(tmp_path)]
-    err = _err(args, capsys)
+    store = tmp_path / "runs"
+    store.mkdir()
+    args = [command, "llm-retraining-perp", "--paper", "--store", str(store)]
+    err = _err([*args, "--scale", "smoke"], capsys)
+    # reproduce refuses before its runs train (they would be lost time: no table follows).
+    assert list(store.iterdir()) == []
     assert "--paper = True" not in err
     assert "this one has none: PERP's cell values" in err
     assert "every other table of prunebench list" in err
@@ -110,3 +118,28 @@ def test_reading_commands_in_a_folder_without_a_store_say_so_and_name_store(
     assert "there is none at results/runs" in err and "--store DIR" in err
     assert "missing" not in captured.out  # no table of missing cells
     assert not (tmp_path / "results").exists()
+
+
+def test_a_grid_path_not_found_says_where_it_was_read_and_names_the_shipped_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmark.launch.grid import SHIPPED_GRIDS
+
+    monkeypatch.chdir(tmp_path)  # a newcomer's folder outside the checkout
+    err = _err(["grid", "show", "slurm/grids/example.toml"], capsys)
+    assert f"a relative path is read from {tmp_path}" in err
+    assert f"did you mean {SHIPPED_GRIDS / 'example.toml'}?" in err
+    assert "did you mean" not in _err(["status", "mine.toml"], capsys)
+
+
+def test_a_misspelt_command_or_choice_is_answered_with_the_closest_in_the_width(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    for args, said in ((["rnu"], "did you mean run?"), (["list", "--scale", "smok"], "smoke?")):
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert said in " ".join(err.split())
+        assert max(len(line) for line in err.splitlines()) <= 100

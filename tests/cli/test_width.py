@@ -135,3 +135,20 @@ def test_reproduce_prints_its_table_fitted_too(
     lines = _lines(capsys)
     assert max(len(ln) for ln in lines) <= 80
     assert any(ln.startswith("| ↳ paper |") for ln in lines)
+
+
+def test_help_fits_a_100_column_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from benchmark.cli.fast_parser import terminal_width
+
+    monkeypatch.setenv("COLUMNS", "100")
+    terminal_width.cache_clear()
+    try:
+        with pytest.raises(SystemExit):
+            main(["--help"])
+    finally:
+        terminal_width.cache_clear()  # the next test's COLUMNS
+    out = capsys.readouterr().out
+    assert "COMMAND" in out and "reproduce" in out
+    assert _widest(out) <= 100  # the line of every command's name was 170 columns

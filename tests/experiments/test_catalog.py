@@ -32,6 +32,6 @@ def test_an_id_check_names_the_allowed_ids_and_the_reason_for_unreproducible_one
     with pytest.raises(ConfigError, match="not reproducible|reproducible id"):
         check_id("methods")
     figure = next(e for e in load().values() if e.figure and not e.table)
-    with pytest.raises(ConfigError, match=f"{figure.id} has no table"):
+    with pytest.raises(ConfigError, match=f"{figure.id} is a figure only: prunebench plot"):
         check_id(figure.id, "table")
     assert check_id(figure.id, "figure") is load()[figure.id]

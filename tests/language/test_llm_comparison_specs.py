@@ -94,6 +94,16 @@ def test_the_table_prints_each_zero_shot_task_and_the_mean_from_the_records(tmp_
     out = capsys.readouterr().out
     for header in ("BoolQ", "RTE", "HellaSwag", "WinoGrande", "ARC-e", "ARC-c", "OBQA", "Mean"):
         assert header in out
+    assert "Note: Dense: shown for reference, not ranked" in out
+    assert "zero-shot accuracy of the same runs in percent" in out
+    # In 100 columns a model's row of tasks stays one table, as the papers print it: the header
+    # parts every column shares are said once above it.
+    assert main([*table, "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    tasks = "| Method | PPL | BoolQ | RTE | HellaSwag | WinoGrande | ARC-e | ARC-c | OBQA | Mean |"
+    block = out.split("**Llama-2-7B**")[1].split("**Llama-2-13B**")[0]
+    assert tasks in block and "*columns" not in block
+    assert "*every column: sparsity 50%, pattern unstructured*" in block
     assert main([*table, "--format", "csv"]) == 0
     cells = pd.read_csv(io.StringIO(capsys.readouterr().out))
     wanda = cells[(cells.section == "Llama-2-7B") & (cells.row == "Wanda")].set_index("metric")

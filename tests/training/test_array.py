@@ -161,6 +161,23 @@ def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
         execute_array([four_runs(tmp_path)[0], adamw])
 
 
+def test_runs_asking_for_different_compile_settings_never_share_an_array(tmp_path: Path) -> None:
+    # An array's one step is compiled or not: a run's own runtime.compile is never overridden
+    # by the setting of the run that happened to start the array.
+    dense = ["method.name=dense", "budget.epochs=2", "runtime.device=cpu"]
+    off, on = (
+        tiny_config(tmp_path, *dense, f"runtime.compile={c}", f"seed={s}")
+        for s, c in ((2, "off"), (0, "on"))
+    )
+    also_on = tiny_config(tmp_path, *dense, "runtime.compile=on", "seed=1")
+    arrays, rest, why = form_arrays([off, on, also_on], size=4)
+    assert [[c.run_id for c in a] for a in arrays] == [[on.run_id, also_on.run_id]]
+    assert [c.run_id for c in rest] == [off.run_id] and why[off.run_id] == fit.ALONE
+    with pytest.raises(ConfigError, match="runtime.compile"):
+        execute_array([off, on])
+    assert not list(tmp_path.rglob("*.json"))
+
+
 def test_runs_that_would_train_packed_are_left_out_of_arrays_when_planned(tmp_path: Path) -> None:
     """What the run would find when it starts (its data set's task, its model's modules, the
     layout asked for) decides before it runs, so a dry run counts as arrays only what trains

@@ -1,7 +1,8 @@
 """Which runs of a grid can share an array, and training them as one, each recorded alone.
 
 Runs share an array when their iterations can go in lockstep with one model: the same model and
-data set (batch size, epoch fraction), the same precision and process-wide runtime settings, a
+data set (batch size, epoch fraction), the same precision, process-wide runtime settings and
+``runtime.compile`` (an array's one step is compiled or not for all its runs), a
 method whose per-iteration hooks can run per run (dense, IMP with any retraining schedule, BIMP,
 Renda, GMP; and GSM, LC, DPF, DNW, whose hook between backward and step runs on each run's own
 gradients, in arrays of their own method, stepped eagerly) and no gradient clipping. They may
@@ -115,7 +116,16 @@ def array_key(cfg: RunConfig) -> tuple[Any, ...]:
     # A method with a hook between backward and step (GSM, LC, DPF, DNW) groups its optimizer's
     # parameters its own way and steps its arrays eagerly: its runs share arrays with its own.
     own = cfg.method.name if hooks_between(cls) else ""
-    return (cfg.model.name, repr(cfg.data), cfg.optim.precision(), pack_key(cfg), own)
+    # An array compiles its one step or not (runtime.compile): runs that ask differently train
+    # in arrays of their own, so that no run's setting is overridden by another's.
+    return (
+        cfg.model.name,
+        repr(cfg.data),
+        cfg.optim.precision(),
+        pack_key(cfg),
+        cfg.runtime.compile,
+        own,
+    )
 
 
 # Why a run that could share an array is left to pack: it has no partner.
@@ -215,8 +225,8 @@ def execute_array(
         raise ConfigError(
             "--array",
             [c.run_id for c in cfgs],
-            "runs with one model, data set and precision, and the same method when it has a "
-            "before_step hook",
+            "runs with one model, data set, precision and runtime.compile, and the same method "
+            "when it has a before_step hook",
         )
     slots = _Slots(cfgs, force, log)
     with contextlib.ExitStack() as locks:

@@ -74,38 +74,46 @@ def locks(store: Path) -> list[str]:
     return sorted(p.name for p in (store / ".locks").glob("*.lockfile"))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def ended_as(sig: int) -> int:
+    """How the child ends after ``sig``: by the signal itself, or (Ctrl-C's KeyboardInterrupt,
+    unwound through the locks' release) by the child's own exit."""
+    return 0 if sig == signal.SIGINT else sig
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_that_ends_a_run_removes_its_lock_first(tmp_path: Path, sig: int) -> None:
     store = tmp_path / "s"
     pid = child(store, "train")
     assert locks(store) == ["run-r.lockfile"]
     os.kill(pid, sig)
-    assert ended_by(pid) == sig  # ended by the signal itself, as before
+    assert ended_by(pid) == ended_as(sig)  # ended by the signal itself, as before
     assert locks(store) == []
 
 
-def test_a_sigterm_held_during_the_final_write_acts_after_its_locks_are_released(
-    tmp_path: Path,
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_held_during_the_final_write_acts_after_its_locks_are_released(
+    tmp_path: Path, sig: int
 ) -> None:
     store = tmp_path / "s"
     pid = child(store, "write")
     assert locks(store) == ["run-r.lockfile", "store.lockfile"]
-    os.kill(pid, signal.SIGTERM)  # while the result takes its place
-    assert ended_by(pid) == signal.SIGTERM
+    os.kill(pid, sig)  # while the result takes its place
+    assert ended_by(pid) == ended_as(sig)
     assert Store(store).read("r") == NEW  # the result completed first
     assert Store(store).weights_path("r").exists()
     assert locks(store) == []  # neither the store's lock nor the run's stays behind
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_held_in_a_write_that_hangs_acts_at_the_deadline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int
 ) -> None:
     monkeypatch.setenv("PRUNEBENCH_SIGNAL_HOLD_S", "1")
     store = tmp_path / "s"
     pid = child(store, "hang")
     sent = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
-    assert ended_by(pid) == signal.SIGTERM  # after the deadline, not after the 60 s hang
+    os.kill(pid, sig)
+    assert ended_by(pid) == ended_as(sig)  # after the deadline, not after the 60 s hang
     assert time.monotonic() - sent < 15
     assert Store(store).read("r") is None  # abandoned before the record: the old state
     assert locks(store) == []

@@ -94,6 +94,13 @@ class SoftMask(WeightReparam):
             self.gate_sum = gate.sum()
         return weight * (gate * self.scale)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The last forward's gate sum is a non-leaf tensor of that forward's graph: a copy of the
+        # model (an evaluation copy, a checkpoint's) cannot take it and has no use for it.
+        state = dict(super().__getstate__())
+        state["gate_sum"] = None
+        return state
+
     def penalty(self) -> Tensor:
         """sum(sigmoid(beta m)) of the last training forward pass (recomputed if there was none)."""
         value = self.gate_sum

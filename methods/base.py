@@ -2,8 +2,7 @@
 
 A method sees the run through a :class:`TrainContext` and acts only through these hooks, so a new
 method never touches the trainer. The default hooks train densely with the run's original
-learning-rate schedule and keep any hard mask applied after every optimizer step.
-"""
+learning-rate schedule and keep any hard mask applied after every optimizer step."""
 
 from __future__ import annotations
 
@@ -76,6 +75,8 @@ class Method:
     budget_fields: ClassVar[frozenset[str]] = frozenset({"epochs"})
     # Named hyperparameter presets (e.g. the paper's grids), used by grid files.
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    # The [method] keys deciding param_groups' groups: runs that differ in them share no array.
+    grouped_by: ClassVar[tuple[str, ...]] = ()
     # Whether the per-iteration hooks (CAPTURED_HOOKS) may be captured in a CUDA graph and
     # replayed (benchmark.training.fast_step): they do device work only, without host
     # synchronisation (no .item(), no int(tensor)), without Python state that changes between

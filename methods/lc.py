@@ -154,6 +154,8 @@ class LC(PretrainedMethod):
         summary="learning-compression: decay of all but the top-K weights, then prune",
     )
     presets = _PRESETS
+    # The decay variant keeps the ranked parameters (all, or P less method.exclude) in a group.
+    grouped_by = ("variant", "rank_over")
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

@@ -74,38 +74,46 @@ def locks(store: Path) -> list[str]:
     return sorted(p.name for p in (store / ".locks").glob("*.lockfile"))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def ended_as(sig: int) -> int:
+    """How the child ends after ``sig``: by the signal itself, or (Ctrl-C's KeyboardInterrupt,
+    unwound through the locks' release) by the child's own exit."""
+    return 0 if sig == signal.SIGINT else sig
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_that_ends_a_run_removes_its_lock_first(tmp_path: Path, sig: int) -> None:
     store = tmp_path / "s"
     pid = child(store, "train")
     assert locks(store) == ["run-r.lockfile"]
     os.kill(pid, sig)
-    assert ended_by(pid) == sig  # ended by the signal itself, as before
+    assert ended_by(pid) == ended_as(sig)  # ended by the signal itself, as before
     assert locks(store) == []
 
 
-def test_a_sigterm_held_during_the_final_write_acts_after_its_locks_are_released(
-    tmp_path: Path,
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_held_during_the_final_write_acts_after_its_locks_are_released(
+    tmp_path: Path, sig: int
 ) -> None:
     store = tmp_path / "s"
     pid = child(store, "write")
     assert locks(store) == ["run-r.lockfile", "store.lockfile"]
-    os.kill(pid, signal.SIGTERM)  # while the result takes its place
-    assert ended_by(pid) == signal.SIGTERM
+    os.kill(pid, sig)  # while the result takes its place
+    assert ended_by(pid) == ended_as(sig)
     assert Store(store).read("r") == NEW  # the result completed first
     assert Store(store).weights_path("r").exists()
     assert locks(store) == []  # neither the store's lock nor the run's stays behind
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_held_in_a_write_that_hangs_acts_at_the_deadline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int
 ) -> None:
     monkeypatch.setenv("PRUNEBENCH_SIGNAL_HOLD_S", "1")
     store = tmp_path / "s"
     pid = child(store, "hang")
     sent = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
-    assert ended_by(pid) == signal.SIGTERM  # after the deadline, not after the 60 s hang
+    os.kill(pid, sig)
+    assert ended_by(pid) == ended_as(sig)  # after the deadline, not after the 60 s hang
     assert time.monotonic() - sent < 15
     assert Store(store).read("r") is None  # abandoned before the record: the old state
     assert locks(store) == []
@@ -171,3 +179,50 @@ def test_a_lock_never_released_goes_when_the_interpreter_exits(tmp_path: Path) -
                           capture_output=True)  # fmt: skip
     assert done.returncode != 0 and b"KeyboardInterrupt" in done.stderr
     assert not path.exists()
+
+
+@pytest.mark.parametrize("stop", ["move_to", "_publish"])
+def test_a_forced_write_abandoned_at_the_deadline_leaves_the_old_result_or_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    """A ``--force`` write that hangs past the deadline: before the new weights move in, the
+    old result stays whole; after its replaced result went to the archive, there is no result
+    (the run resumes from its checkpoint) and the replaced one is in the archive with its
+    weights. Never a result without its weights, never a lock left."""
+    from benchmark.core.files import load_checkpoint
+
+    monkeypatch.setenv("PRUNEBENCH_SIGNAL_HOLD_S", "1")
+    store = tmp_path / "s"
+    Store(store).write_result(dict(OLD), {"w": torch.ones(3)})
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            owner = SecondName if stop == "move_to" else Store
+            real = getattr(owner, stop)
+
+            def hang(*args: object, **kwargs: object) -> object:
+                os.write(writer, b"R")
+                time.sleep(60)
+                return real(*args, **kwargs)
+
+            setattr(owner, stop, hang)
+            with Store(store).lock("run-r"):
+                Store(store).write_result(dict(NEW), {"w": torch.full((3,), 2.0)}, force=True,
+                                          replaces=OLD)  # fmt: skip
+        finally:
+            os._exit(3)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as ready:
+        assert ready.read(1) == b"R"
+    os.kill(pid, signal.SIGTERM)
+    assert ended_by(pid) == signal.SIGTERM
+    assert locks(store) == []
+    result, weights = Store(store).read("r"), Store(store).weights_path("r")
+    if stop == "move_to":
+        assert result == OLD and torch.equal(load_checkpoint(weights)["w"], torch.ones(3))
+    else:
+        assert result is None
+        (archived,) = Store(store).archive_dir().glob("*.json")
+        assert json.loads(archived.read_text()) == OLD
+        assert torch.equal(load_checkpoint(archived.with_suffix(".pt"))["w"], torch.ones(3))

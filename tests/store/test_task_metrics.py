@@ -101,6 +101,10 @@ def test_every_task_declares_its_metrics_and_the_store_checks_them() -> None:
                       "metrics": {"val": {spec.headline: 1.0, metric: "1.0"}}}  # fmt: skip
             with pytest.raises(CorruptRecord, match=f"metrics.val.{metric} = '1.0'"):
                 check_record(record)
+            for bad in (float("inf"), float("-inf"), float("nan")):  # non-finite, every task
+                record["metrics"]["val"][metric] = bad
+                with pytest.raises(CorruptRecord, match=f"metrics.val.{metric} = {bad}"):
+                    check_record(record)
         check_record({"run_id": "r", "status": "finished", "task": name,
                       "metrics": {"test": {spec.headline: None}}})  # fmt: skip
     with pytest.raises(CorruptRecord, match="task = 'poetry'"):

@@ -161,6 +161,43 @@ def test_runs_that_cannot_share_an_array_are_refused_before_anything_runs(
         execute_array([four_runs(tmp_path)[0], adamw])
 
 
+def test_runs_asking_for_different_compile_settings_never_share_an_array(tmp_path: Path) -> None:
+    # An array's one step is compiled or not: a run's own runtime.compile is never overridden
+    # by the setting of the run that happened to start the array.
+    dense = ["method.name=dense", "budget.epochs=2", "runtime.device=cpu"]
+    off, on = (
+        tiny_config(tmp_path, *dense, f"runtime.compile={c}", f"seed={s}")
+        for s, c in ((2, "off"), (0, "on"))
+    )
+    also_on = tiny_config(tmp_path, *dense, "runtime.compile=on", "seed=1")
+    arrays, rest, why = form_arrays([off, on, also_on], size=4)
+    assert [[c.run_id for c in a] for a in arrays] == [[on.run_id, also_on.run_id]]
+    assert [c.run_id for c in rest] == [off.run_id] and why[off.run_id] == fit.ALONE
+    with pytest.raises(ConfigError, match="runtime.compile"):
+        execute_array([off, on])
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_runs_whose_optimizers_group_their_parameters_differently_are_planned_apart(
+    tmp_path: Path,
+) -> None:
+    # LC's decay variant ranking the prunable weights keeps them in an optimizer group of their
+    # own: such runs cannot step one array's optimizer with runs that rank every parameter. The
+    # plan says so (it used to count them as one array, then the job trained them packed).
+    lc = ["method.name=lc", "budget.epochs=2", ON_CPU]
+    every = tiny_config(tmp_path, *lc)
+    prunable = [
+        tiny_config(tmp_path, *lc, "method.rank_over=prunable", f"seed={s}") for s in (0, 1)
+    ]
+    arrays, rest, why = form_arrays([every, *prunable], size=4)
+    assert [[c.run_id for c in a] for a in arrays] == [[c.run_id for c in prunable]]
+    assert [c.run_id for c in rest] == [every.run_id] and why[every.run_id] == fit.ALONE
+    lines: list[str] = []
+    records = execute_array(prunable, log=lines.append)
+    assert "as one array" in lines[0], lines
+    assert all(isinstance(r, dict) and r["metrics"]["array"]["size"] == 2 for r in records)
+
+
 def test_runs_that_would_train_packed_are_left_out_of_arrays_when_planned(tmp_path: Path) -> None:
     """What the run would find when it starts (its data set's task, its model's modules, the
     layout asked for) decides before it runs, so a dry run counts as arrays only what trains

@@ -1,15 +1,17 @@
 """Which runs of a grid can share an array, and training them as one, each recorded alone.
 
 Runs share an array when their iterations can go in lockstep with one model: the same model and
-data set (batch size, epoch fraction), the same precision and process-wide runtime settings, a
-method whose per-iteration hooks can run per run (dense, IMP with any retraining schedule, BIMP,
-Renda, GMP; and GSM, LC, DPF, DNW, whose hook between backward and step runs on each run's own
-gradients, in arrays of their own method, stepped eagerly) and no gradient clipping. They may
-differ in seed, epochs, learning rate and schedule, weight decay, momentum, goal sparsity,
-criterion and prune epochs: each run's own epoch loop, schedule and pruning hooks run on its own
-slice of the array. A job's compatible runs train through one array of at most K slots: the
-first K start in it, and when one ends (at the end of an epoch, where every run's epoch ends)
-the next takes its slot, so the array stays full.
+data set (batch size, epoch fraction), the same precision, process-wide runtime settings and
+``runtime.compile`` (an array's one step is compiled or not for all its runs), a method whose
+per-iteration hooks can run per run (dense, IMP with any retraining schedule, BIMP, Renda, GMP;
+and GSM, LC, DPF, DNW, whose hook between backward and step runs on each run's own gradients, in
+arrays of their own method), the same grouping of the optimizer's parameters (the method's
+``grouped_by`` keys) and no gradient clipping. They may differ in seed, epochs, learning rate
+and schedule, weight decay, momentum, goal sparsity, criterion and prune epochs: each run's own
+epoch loop, schedule and pruning hooks run on its own slice of the array. A job's compatible
+runs train through one array of at most K slots: the first K start in it, and when one ends (at
+the end of an epoch, where every run's epoch ends) the next takes its slot, so the array stays
+full.
 """
 
 from __future__ import annotations
@@ -115,7 +117,26 @@ def array_key(cfg: RunConfig) -> tuple[Any, ...]:
     # A method with a hook between backward and step (GSM, LC, DPF, DNW) groups its optimizer's
     # parameters its own way and steps its arrays eagerly: its runs share arrays with its own.
     own = cfg.method.name if hooks_between(cls) else ""
-    return (cfg.model.name, repr(cfg.data), cfg.optim.precision(), pack_key(cfg), own)
+    # An array compiles its one step or not (runtime.compile): runs that ask differently train
+    # in arrays of their own, so that no run's setting is overridden by another's.
+    return (
+        cfg.model.name,
+        repr(cfg.data),
+        cfg.optim.precision(),
+        pack_key(cfg),
+        cfg.runtime.compile,
+        own,
+        _grouping(cfg, cls.grouped_by),
+    )
+
+
+def _grouping(cfg: RunConfig, keys: Sequence[str]) -> tuple[Any, ...]:
+    """What decides which optimizer group each parameter falls in (one array steps one
+    optimizer, its groups alike for every run): the method's ``grouped_by`` keys, and the
+    prunable set (``method.exclude``) where they may name it (LC ranking P only)."""
+    if not keys:
+        return ()
+    return (*(getattr(cfg.method.params, k) for k in keys), tuple(cfg.method.exclude))
 
 
 # Why a run that could share an array is left to pack: it has no partner.
@@ -215,8 +236,8 @@ def execute_array(
         raise ConfigError(
             "--array",
             [c.run_id for c in cfgs],
-            "runs with one model, data set and precision, and the same method when it has a "
-            "before_step hook",
+            "runs with one model, data set, precision, runtime.compile and grouping of the "
+            "optimizer's parameters, and the same method when it has a before_step hook",
         )
     slots = _Slots(cfgs, force, log)
     with contextlib.ExitStack() as locks:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device script (a) of issue 43, correctness (under 240 s of steps, side by side): the test
+# Device script (a), correctness (under 240 s of steps, side by side): the test
 # suite on CUDA with one line per failure and the last lines of each failure's message kept
 # in failures.txt as they happen (a run stopped at its limit prints no tracebacks); the fast
 # path of every method against eager (check_fast_path); an array against its runs alone on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device script (b) of issue 43, speed (about 240 s of steps on one H100/H200, each variant side
+# Device script (b), speed (about 240 s of steps on one H100/H200, each variant side
 # by side in the same call): ResNet-56 arrays of K = 32 runs through the harness against the
 # array's bare step captured in one CUDA graph, uncompiled (with one run alone and the eager
 # bare step beside) and compiled (runtime.compile = "on"), in bf16 and fp32.

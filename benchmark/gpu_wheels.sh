@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares what a device call must carry (issue 43): wheels of the project's dependencies that
+# Prepares what a device call must carry: wheels of the project's dependencies that
 # the device image lacks (it reaches no package index), for its Python 3.12 on x86-64 Linux.
 #
 #   bash benchmark/gpu_wheels.sh [DIR]        # default .whl (git ignores it)

@@ -1,4 +1,4 @@
-"""Benchmark: the kernels of an array's step (issue 43, point 3), each variant side by side.
+"""Benchmark: the kernels of an array's step, each variant side by side.
 
     python -m benchmark.bench.array_kernels --device cuda            # ResNet-56, K = 32
     python -m benchmark.bench.array_kernels --device cpu --tiny      # a smoke test, seconds

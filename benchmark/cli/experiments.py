@@ -21,7 +21,12 @@ from benchmark.cli.plan_flags import (
     slice_of,
 )
 from benchmark.cli.stores import require_store
-from benchmark.cli.submission import check_array_flags, run_missing, submit_missing
+from benchmark.cli.submission import (
+    check_array_flags,
+    check_launch_flags,
+    run_missing,
+    submit_missing,
+)
 from benchmark.config.run import DEFAULT_STORE
 from benchmark.core.errors import ConfigError
 
@@ -353,6 +358,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     rules = _table_rules(args)  # bad values fail before anything runs
     within = slice_of(args)
     check_array_flags(args)
+    check_launch_flags(args)  # before the store's folders exist
     if args.data_root is not None and args.scale != "paper":
         # Smoke runs read the stand-in files reproduce writes where their problems say.
         raise ConfigError("--data-root", args.data_root, "a folder, with --scale paper only")

@@ -124,6 +124,20 @@ def submit_missing(
     return list(result.submitted_runs)
 
 
+def check_launch_flags(args: Any) -> None:
+    """Refuse a bad ``--workers`` or ``--profile`` of ``reproduce`` by name,
+    before the store's folders are made or any run starts."""
+    from benchmark.config.run import check
+
+    check(args.workers >= 1, "--workers", args.workers, "an integer >= 1")
+    try:
+        from benchmark import launch
+    except ImportError:  # without the launcher only the local executor runs (submit_missing)
+        return
+    if args.profile is not None:  # (a slurm run without one is refused where it submits)
+        launch.load_profile(args.profile)
+
+
 def check_array_flags(args: Any) -> None:
     """Refuse ``--array-layout`` naming no layout, or without ``--array K`` > 1."""
     if args.array_layout is not None:

@@ -3,7 +3,8 @@
 Help, argument errors and ``list`` load no torch; a figure asked of an empty store suggests the
 smoke scale; a table id asked for a figure names the ids that have one; ``--set KEY VALUE`` gets
 a hint; ``show`` says what the run was; Ctrl-C during ``reproduce`` ends with one line; a SLURM
-dry run counts as the real submit does; ``--wait`` in a log prints progress and a summary.
+dry run counts as the real submit does; ``--wait`` in a log prints progress and a summary;
+``reproduce`` refuses a bad ``--workers`` or ``--profile`` before its store exists.
 """
 
 from __future__ import annotations
@@ -200,3 +201,16 @@ def test_wait_in_a_log_prints_progress_and_a_summary(tmp_path: Path) -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "[wait] 2/2 runs done (1 failed), 0 running, 0 pending"
     assert lines[-1] == "[wait] done: 1 finished, 1 failed"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [("--workers", "0", "--workers"), ("--profile", "no-such-profile", "--profile")],
+)
+def test_reproduce_refuses_a_bad_launch_flag_before_the_store_exists(
+    flag: str, value: str, named: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    store = tmp_path / "store"
+    assert main(["reproduce", "lr-schedules", "--store", str(store), flag, value]) == 2
+    assert named in capsys.readouterr().err
+    assert not store.exists()  # no folders made for a command that never starts

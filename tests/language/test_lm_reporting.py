@@ -62,16 +62,22 @@ def finish_lm(store: Path, cfg: RunConfig, ppl: float, tokens_per_s: float | Non
     Store(store).write(record)
 
 
-def test_grid_of_language_models_tabulates_perplexity_and_tokens_per_s(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def prepared_grid(tmp_path: Path) -> tuple[Path, Path, list]:
+    """The store, the grid file and the planned runs of GRID under ``tmp_path``."""
     from benchmark.launch import prepare
     from benchmark.launch.grid import load_grid
 
     store = tmp_path / "runs"
     grid = tmp_path / "lm.toml"
     grid.write_text(GRID.format(store=store))
-    for run in prepare(load_grid(grid), store).runs:
+    return store, grid, prepare(load_grid(grid), store).runs
+
+
+def test_grid_of_language_models_tabulates_perplexity_and_tokens_per_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    store, grid, runs = prepared_grid(tmp_path)
+    for run in runs:
         ppl = (20.0 if run.cfg.method.name == "wanda" else 30.0) + run.cfg.seed
         finish_lm(store, run.cfg, ppl, 5000.0 if run.cfg.method.name == "wanda" else None)
     assert main(["table", str(grid), "--format", "csv"]) == 0
@@ -152,13 +158,7 @@ def test_export_of_a_language_model_table_has_perplexity_columns(tmp_path: Path)
 def test_status_of_a_language_model_grid_shows_the_best_perplexity(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from benchmark.launch import prepare
-    from benchmark.launch.grid import load_grid
-
-    store = tmp_path / "runs"
-    grid = tmp_path / "lm.toml"
-    grid.write_text(GRID.format(store=store))
-    runs = prepare(load_grid(grid), store).runs
+    store, grid, runs = prepared_grid(tmp_path)
     for run in runs[:-1]:  # one run left missing
         ppl = (20.0 if run.cfg.method.name == "wanda" else 30.0) + run.cfg.seed
         finish_lm(store, run.cfg, ppl, None)

@@ -119,7 +119,7 @@ def test_paper_scale_dry_run_prints_runs_memory_disk_and_what_measures_the_hours
                  "--store", str(tmp_path / "runs")]) == 0  # fmt: skip
     out = capsys.readouterr()
     text = out.out + out.err
-    assert "21 runs, 21 missing" in text
+    assert "21 runs, 21 missing\n" in text  # pretrained models: no dense parent to train
     seven = next(line for line in text.splitlines() if "Llama-2-7B / SparseGPT" in line)
     assert seven.split()[-1] == "(est.)" and "GiB" in seven  # GPU memory per run, estimated
     unknown = next(line for line in text.splitlines() if "no finished one-shot run of" in line)
@@ -195,3 +195,22 @@ def test_one_shot_runs_are_priced_at_measured_seconds_and_stored_parents_count(t
     parents = {ln.label: ln for ln in after.lines}["dense parents"]
     assert {ln.label: ln for ln in before.lines}["dense parents"].missing == 1
     assert parents.missing == 0  # a stored dense parent is stored, not missing
+
+
+def test_the_reproduce_header_counts_the_dense_parents_the_submission_trains(tmp_path, capsys):
+    from benchmark.cli import main
+    from methods import get_method
+
+    runs = get_experiment("llm-oneshot-wikitext2").runs("smoke", tmp_path / "runs")
+    own = {r.cfg.run_id for r in runs}
+    parents = set()
+    for r in runs:
+        parent = get_method(r.cfg.method.name)(r.cfg).parent_config()
+        if parent is not None and parent.run_id not in own:
+            parents.add(parent.run_id)
+    assert parents  # the smoke models are trained here first
+    assert main(["reproduce", "llm-oneshot-wikitext2", "--dry-run",
+                 "--store", str(tmp_path / "runs")]) == 0  # fmt: skip
+    header = capsys.readouterr().err.splitlines()[0]
+    n = len(parents)
+    assert header.endswith(f"missing; + {n} dense parents they start from ({n} missing)")

@@ -186,6 +186,46 @@ def _peak(line: Any) -> str:
     return AT_LEAST + shown if line.peak_bytes and line.no_peak else shown
 
 
+def token_text(n: int) -> str:
+    """A token count in short: ``512``, ``24.6k``, ``1.3M``, ``2.1B``."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return str(n)
+
+
+def _passes(passes: int, tokens: int, line: Any) -> str:
+    """A line's passes, and its one-shot forward tokens where it has one-shot runs."""
+    if not tokens and not line.uncounted:
+        return f"{passes:,}"
+    shown = "not counted" if line.uncounted else f"{token_text(tokens)} tok"
+    return f"{passes:,} + {shown}" if passes else shown
+
+
+def _token_lines(total: Any) -> list[str]:
+    """What the one-shot tokens count, what is not counted and what is priced by seconds."""
+    if not total.tokens and not total.uncounted:
+        return []
+    out = [
+        "  tok = forward tokens of the one-shot prunes: calibration windows x data.max_length "
+        "(per calibration pass) and evaluation windows x data.max_length (test twice, "
+        "validation once)"
+    ]
+    if total.uncounted:
+        names = ", ".join(sorted(total.uncounted))
+        out.append(
+            f"  not counted = the evaluation windows of {names}: its files (or its tokenizer) "
+            "are not here, and the count needs the tokenised text"
+        )
+    if total.setup_by_seconds:
+        names = ", ".join(sorted(w.text() for w in total.setup_by_seconds))
+        out.append(
+            f"  one-shot prunes of {names} priced at finished runs' seconds per run (no "
+            "finished run recorded its tokens, or the run's tokens are not counted)"
+        )
+    return out
+
+
 def _hours(h: float) -> str:
     # Smoke plans cost seconds: two significant digits rather than "0.0".
     return f"{h:.2g}" if h < 1 else f"{h:,.1f}" if h < 100 else f"{h:,.0f}"
@@ -226,7 +266,7 @@ def cost_text(
     where = chosen or (f"{device} (not measured)" if device else "no measured device")
     what = "training steps at measured images/s"
     if any(has_setup_phase(c) for pairs in groups.values() for _, c in pairs):
-        what += ", one-shot prunes at the measured seconds of finished ones"
+        what += ", one-shot prunes at the measured tokens/s (else seconds) of finished ones"
     lines = [f"cost{heading}, device-hours on {where} ({what}):"]
     header = ("", "runs", "missing", "passes", "passes to run", "device-hours to run", "peak mem")
     rows = [header]
@@ -241,8 +281,8 @@ def cost_text(
                 line.label,
                 f"{line.runs:,}",
                 f"{line.missing:,}",
-                f"{line.passes:,}",
-                f"{line.missing_passes:,}",
+                _passes(line.passes, line.tokens, line),
+                _passes(line.missing_passes, line.missing_tokens, line),
                 hours,
                 _peak(line) + (" (est.)" if line.peak_estimated else ""),
             )
@@ -251,11 +291,13 @@ def cost_text(
     total = est.total
     if total.known:
         bound = "at least " if total.at_dense_rate else ""
+        tokens = f" (+ {token_text(total.tokens)} one-shot tokens)" if total.tokens else ""
         lines.append(
-            f"  the whole plan: {total.passes:,} passes, {bound}{_hours(total.all_hours)} h"
+            f"  the whole plan: {total.passes:,} passes{tokens}, {bound}{_hours(total.all_hours)} h"
         )
     for w, source in sorted(est.sources.items(), key=lambda kv: kv[0].text()):
         lines.append(f"  images/s of {w.text()}: {source}")
+    lines += _token_lines(total)
     lines += _bound_lines(total, chosen, suggest)
     lines += _unknown_lines(est, store, device or chosen, suggest)
     lines += _no_array_lines(total, store, device or chosen, suggest, array, layout)

@@ -248,14 +248,20 @@ class LanguageSource(DataSource):
 @DATASETS.register("wikitext2")
 def build_wikitext2(cfg: DataConfig, device: torch.device) -> DataSource:
     """WikiText-2 raw (evaluation) and the C4 shard (calibration, training) under ``cfg.root``."""
-    root = Path(cfg.root)
-    texts = {split: join_rows(wikitext_rows(root, split)) for split in ("train", "val", "test")}
-    return LanguageSource("wikitext2", cfg, device, c4_documents(root), texts)
+    texts = split_texts(cfg)  # the WikiText-2 files first: a missing one is named first
+    return LanguageSource("wikitext2", cfg, device, c4_documents(Path(cfg.root)), texts)
 
 
 @DATASETS.register("pydoc")
 def build_pydoc(cfg: DataConfig, device: torch.device) -> DataSource:
     """CPython's documentation topics (embedded; ``cfg.root`` is not read)."""
-    parts = pydoc_topics()
-    texts = {split: join_rows(docs) for split, docs in parts.items()}
-    return LanguageSource("pydoc", cfg, device, parts["train"], texts)
+    return LanguageSource("pydoc", cfg, device, pydoc_topics()["train"], split_texts(cfg))
+
+
+def split_texts(cfg: DataConfig) -> dict[str, str]:
+    """The joined text of each evaluation split ("train", "val", "test") of ``cfg``'s data set
+    (WikiText-2: read from the files under ``cfg.root``; pydoc: embedded)."""
+    if cfg.name == "pydoc":
+        return {split: join_rows(docs) for split, docs in pydoc_topics().items()}
+    root = Path(cfg.root)
+    return {split: join_rows(wikitext_rows(root, split)) for split in ("train", "val", "test")}

@@ -7,8 +7,9 @@ runs start from (``Method.parent_config``) is a run of its own, counted once.
 
 **Device-hours** of a run: passes x training images per pass / images per second / 3600, for one
 device; a run with a setup phase (a language model's loading, one-shot prune and evaluations)
-adds the median of those seconds over finished runs of its workload on the device (its method's
-first, else any method's, marked as such). The images per second are measured, never
+adds its forward tokens (calibration and evaluation, ``training.forward_tokens``) over the
+tokens/s of finished runs of its workload on the device, else their seconds
+(:mod:`benchmark.launch.oneshot_cost`). The images per second are measured, never
 assumed, and come in this order from
 
 1. finished runs in the store of the same model, dataset, precision (fp32/bf16) and device (the
@@ -34,8 +35,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from benchmark.config.run import RunConfig
+from benchmark.launch.oneshot_cost import OneShotTimes
 from benchmark.store.calibration import calibration_path, read_calibrations
 from benchmark.store.results import FINISHED, Store
+from benchmark.training.forward_tokens import oneshot_tokens
 from benchmark.training.passes import (
     Parents,
     has_setup_phase,
@@ -127,9 +130,9 @@ class Throughputs:
     arrays: dict[tuple[Workload, str], dict[tuple[int, str], Measurement]] = field(
         default_factory=dict
     )
-    # (workload, device, method or "") -> seconds outside training of each finished run with a
-    # setup phase (a language model's loading, one-shot prune and evaluations)
-    setups: dict[tuple[Workload, str, str], list[float]] = field(default_factory=dict)
+    # The setup phases (a language model's loading, one-shot prune and evaluations) of
+    # finished runs: their seconds and tokens/s.
+    oneshot: OneShotTimes = field(default_factory=OneShotTimes)
 
     @classmethod
     def of_store(cls, store: str, records: Iterable[Mapping] | None = None) -> Throughputs:
@@ -160,7 +163,9 @@ class Throughputs:
         rate = metrics.get("images_per_s")
         config = record.get("config") or {}
         if record.get("status") == FINISHED and config and "setup_seconds" in metrics:
-            self._add_setup(record)
+            method = (config.get("method") or {}).get("name", "")
+            device = device_label(record.get("environment") or {})
+            self.oneshot.add(_record_workload(config), device, method, metrics)
         if record.get("status") != FINISHED or not rate or not config:
             return
         if metrics.get("array"):
@@ -178,31 +183,10 @@ class Throughputs:
         if metrics.get("train_images_per_epoch"):
             self.epoch_images[w] = int(metrics["train_images_per_epoch"])
 
-    def _add_setup(self, record: Mapping) -> None:
-        """A finished run's seconds outside its training epochs: loading, a one-shot prune,
-        evaluations (its setup seconds and its wall-clock less its epochs')."""
-        metrics, config = record["metrics"], record["config"]
-        seconds = float(metrics["setup_seconds"]) + float(metrics.get("wall_seconds", 0.0))
-        seconds -= sum(float(x) for x in metrics.get("epoch_seconds") or [])
-        w = _record_workload(config)
-        device = device_label(record.get("environment") or {})
-        method = (config.get("method") or {}).get("name", "")
-        for key in ((w, device, method), (w, device, "")):
-            self.setups.setdefault(key, []).append(seconds)
-
-    def setup_seconds(self, w: Workload, device: str, method: str) -> tuple[float, bool] | None:
-        """The median setup seconds of finished runs of ``w`` on ``device`` (those of
-        ``method``, else any method's: then True, the figure is another method's)."""
-        for key, other in (((w, device, method), False), ((w, device, ""), True)):
-            found = self.setups.get(key)
-            if found:
-                return statistics.median(found), other
-        return None
-
     def devices(self) -> list[str]:
         """Every device something was measured on."""
         found = {d for _, d, _ in self.runs} | {d for _, d in self.calibrated}
-        found |= {d for _, d in self.arrays} | {d for _, d, _ in self.setups}
+        found |= {d for _, d in self.arrays} | self.oneshot.devices()
         return sorted(found)
 
     def lookup(
@@ -255,7 +239,7 @@ class Throughputs:
                 for w in wanted
                 if (w, device) in self.arrays
                 or self.lookup(w, device)
-                or (w, device, "") in self.setups
+                or self.oneshot.measured(w, device)
             ]
             return len(found)
 
@@ -272,6 +256,11 @@ class CostLine:
     missing: int = 0
     passes: int = 0
     missing_passes: int = 0
+    # Forward tokens of the runs' one-shot phases (training.forward_tokens), of all and of the
+    # missing runs; the runs whose evaluation tokens are not counted (their files absent).
+    tokens: int = 0
+    missing_tokens: int = 0
+    uncounted: set[str] = field(default_factory=set)  # their data sets
     hours: float = 0.0  # device-hours of the missing runs (meaningless while unknown is set)
     all_hours: float = 0.0  # of every run of the group
     unknown: set[Workload] = field(default_factory=set)
@@ -290,6 +279,7 @@ class CostLine:
     # the methods priced at another method's setup seconds.
     no_setup: set[Workload] = field(default_factory=set)
     setup_from_other: set[str] = field(default_factory=set)
+    setup_by_seconds: set[Workload] = field(default_factory=set)  # not priced by tokens
 
     @property
     def known(self) -> bool:
@@ -302,6 +292,9 @@ class CostLine:
         self.missing += other.missing
         self.passes += other.passes
         self.missing_passes += other.missing_passes
+        self.tokens += other.tokens
+        self.missing_tokens += other.missing_tokens
+        self.uncounted |= other.uncounted
         self.hours += other.hours
         self.all_hours += other.all_hours
         self.unknown |= other.unknown
@@ -310,6 +303,7 @@ class CostLine:
         self.at_dense_rate |= other.at_dense_rate
         self.no_setup |= other.no_setup
         self.setup_from_other |= other.setup_from_other
+        self.setup_by_seconds |= other.setup_by_seconds
         if other.peak_bytes:
             self.peak_bytes = max(self.peak_bytes or 0, other.peak_bytes)
         self.peak_estimated |= other.peak_estimated
@@ -416,7 +410,7 @@ def _line(
         line.missing_passes += passes * missing
         w = workload(cfg)
         if has_setup_phase(cfg):
-            _add_setup(line, cfg, w, device, priced.throughputs, missing)
+            _add_setup(line, cfg, w, priced, missing)
             if passes == 0:  # nothing trained: no images/s to look up
                 if not _add_memory_estimate(line, cfg):
                     line.no_peak.add(w)
@@ -454,23 +448,27 @@ def _line(
 
 
 def _add_setup(
-    line: CostLine,
-    cfg: RunConfig,
-    w: Workload,
-    device: str | None,
-    throughputs: Throughputs,
-    missing: bool,
+    line: CostLine, cfg: RunConfig, w: Workload, priced: _Pricing, missing: bool
 ) -> None:
-    """Price a run's setup phase (a one-shot prune) at the measured seconds of finished runs."""
-    found = throughputs.setup_seconds(w, device, cfg.method.name) if device else None
+    """Count a run's one-shot forward tokens and price its setup phase (a one-shot prune) at
+    finished runs' tokens/s, else their seconds (:mod:`benchmark.launch.oneshot_cost`)."""
+    tokens = oneshot_tokens(cfg)
+    if tokens is not None and tokens.total is not None:
+        line.tokens += tokens.total
+        line.missing_tokens += tokens.total * missing
+    else:
+        line.uncounted.add(f"{cfg.data.name} (data.root {cfg.data.root!r})")
+    device = priced.device
+    found = priced.throughputs.oneshot.price(cfg, w, device, tokens) if device else None
     if found is None:
         line.no_setup.add(w)
         return
-    seconds, other = found
-    if other:
+    if found.other_method:
         line.setup_from_other.add(cfg.method.name)
-    line.all_hours += seconds / 3600.0
-    line.hours += seconds / 3600.0 * missing
+    if not found.by_tokens:
+        line.setup_by_seconds.add(w)
+    line.all_hours += found.seconds / 3600.0
+    line.hours += found.seconds / 3600.0 * missing
 
 
 def _record_workload(config: Mapping) -> Workload:

@@ -34,6 +34,7 @@ from benchmark.training.fast_step import (
     plan_step,
     uses_channels_last,
 )
+from benchmark.training.forward_tokens import oneshot_tokens
 from benchmark.training.loop import EpochLoop, drive
 from benchmark.training.placement import lm_metrics, place_model
 from benchmark.training.state import (
@@ -478,12 +479,14 @@ class Trainer(EpochLoop):
         return metrics
 
     def run_extras(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        """A language-model run's extra metrics (:func:`lm_metrics`)."""
+        """A language-model run's extra metrics (:func:`lm_metrics`), its forward tokens."""
         if self.cfg.model.name not in LM_MODELS:
             return {}
         windows = self.ipe * self.data.batch_size
         tokens_per_s = metrics.get("images_per_s", 0.0) * self.cfg.data.max_length
-        return lm_metrics(self.setup_seconds, self.placement, windows, tokens_per_s)
+        extras = lm_metrics(self.setup_seconds, self.placement, windows, tokens_per_s)
+        counted = oneshot_tokens(self.cfg, {"test": self.data.num_test, "val": self.data.num_val})
+        return extras | ({"forward_tokens": counted.as_dict()} if counted else {})
 
     def final_weights(self) -> dict[str, torch.Tensor]:
         """The trained model's state dict on the CPU: copies of device tensors, and of CPU

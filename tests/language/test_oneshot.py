@@ -170,5 +170,9 @@ def test_plugins_prune_retrain_and_keep_the_mask(method: dict, tmp_path) -> None
     for w, m in zip(trainer.ctx.masks.params, masks, strict=True):
         assert torch.equal(w != 0, m.bool())
     assert metrics["oneshot"]["test_after_prune"]["ppl"] > 0
+    # The record keeps the forward tokens a dry run counts for it before it runs.
+    from benchmark.training.forward_tokens import oneshot_tokens
+
+    assert trainer.run_extras(metrics)["forward_tokens"] == oneshot_tokens(cfg).as_dict()
     if cfg.method.params.retrain == "perp":
         assert metrics["oneshot"]["merged_adapters"] == len(masks)

@@ -17,6 +17,7 @@ from benchmark.cli.plan_flags import (
     add_slice_args,
     choose,
     experiment_of,
+    parents_note,
     print_dry_run,
     slice_of,
 )
@@ -385,7 +386,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     of_all = "" if within.everything else f" of the spec's {chosen.plan['run_id'].nunique()}"
     print(
         f"[reproduce] {what}: {len(configs)} runs{of_all}, {len(configs) - len(finished)} missing"
-        + _parents_note(chosen, store),
+        + parents_note(chosen, store),
         file=sys.stderr,
     )
     if args.dry_run:
@@ -437,22 +438,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         summary = free_after_reproduce(experiment, args.scale, args.store, chosen.runs)
         print(f"[reproduce] --keep needed: {summary}", file=sys.stderr)
     return _failures(chosen, args)
-
-
-def _parents_note(chosen: Any, store: Any) -> str:
-    """``; + N dense parents (M missing)`` for the parents outside the slice's own runs, which
-    the submission counts among its runs (and trains first); empty without them."""
-    own = {run_id for run_id, _ in chosen.pairs()}
-    parents = {
-        parent[0]
-        for run_id, cfg in chosen.pairs()
-        if (parent := chosen.parents.of(run_id, cfg)) is not None and parent[0] not in own
-    }
-    if not parents:
-        return ""
-    missing = sum(not store.is_finished(run_id) for run_id in parents)
-    plural = "s" if len(parents) > 1 else ""
-    return f"; + {len(parents)} dense parent{plural} they start from ({missing} missing)"
 
 
 def _failures(chosen: Any, args: argparse.Namespace) -> int:

@@ -177,14 +177,11 @@ def parent_pairs(chosen: Chosen, parent_ids: list[str]) -> list[tuple[str, Any]]
 def parents_note(chosen: Chosen, store: Any) -> str:
     """``; + N dense parents ... (M missing)`` for the parents outside the slice's own runs,
     which the submission counts among its runs (and trains first); empty without them."""
-    from benchmark.training.passes import Parents
-
-    # Parents of its own: the slice's cache must not keep configs from before --data-root.
-    of, own = Parents(), {run_id for run_id, _ in chosen.pairs()}
+    own = {run_id for run_id, _ in chosen.pairs()}
     parents = {
         parent[0]
         for run_id, cfg in chosen.pairs()
-        if (parent := of.of(run_id, cfg)) is not None and parent[0] not in own
+        if (parent := chosen.parents.of(run_id, cfg)) is not None and parent[0] not in own
     }
     if not parents:
         return ""

@@ -50,12 +50,15 @@ class Parents:
     lines of one dry run both ask for every run's parent."""
 
     def __init__(self) -> None:
-        self._of: dict[str, tuple[str, RunConfig] | None] = {}
+        self._of: dict[tuple[str, str], tuple[str, RunConfig] | None] = {}
 
     def of(self, run_id: str, cfg: RunConfig) -> tuple[str, RunConfig] | None:
         """(run id, config) of the dense parent run ``run_id`` (config ``cfg``) starts from,
         or None."""
-        if run_id not in self._of:
+        # Keyed by the data folder too: ``reproduce --data-root`` points a plan's configs at
+        # another folder under the same run ids, and their parents must read from it as well.
+        key = (run_id, cfg.data.root)
+        if key not in self._of:
             parent = parent_of(cfg)
-            self._of[run_id] = None if parent is None else (parent.run_id, parent)
-        return self._of[run_id]
+            self._of[key] = None if parent is None else (parent.run_id, parent)
+        return self._of[key]
